@@ -1,0 +1,30 @@
+# Chronicle developer tasks. Everything runs from the project virtualenv in .venv.
+
+PYTHON_BOOTSTRAP ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv run test lint bench
+
+venv: $(STAMP)
+
+# Re-install only when a requirements file is newer than the stamp.
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	@touch $(STAMP)
+
+run: venv
+	$(PY) manage.py start_dev
+
+# Uses DATABASE_URL when set, otherwise the embedded PostgreSQL under .chronicle/.
+test: venv
+	$(PY) -m pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+bench: venv
+	$(PY) bench/run_bench.py

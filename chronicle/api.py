@@ -1,0 +1,109 @@
+"""DRF glue shared by every API: the strict JSON parser and the error renderer.
+
+Bad input must yield a clear 4xx and never reach the database half-checked: the
+parser refuses NUL characters (PostgreSQL's JSONB cannot store them), deep nesting
+and oversized bodies before a view runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.parsers import BaseParser
+from rest_framework.response import Response
+
+from chronicle.errors import ChronicleError, ErrorCode
+
+MAX_JSON_DEPTH = 64
+
+
+def _check_json(value: Any, depth: int = 0) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise ChronicleError(ErrorCode.MALFORMED_REQUEST, f"JSON nested deeper than {MAX_JSON_DEPTH}")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ChronicleError(ErrorCode.MALFORMED_REQUEST, "strings may not contain NUL (\\u0000)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_json(key, depth + 1)
+            _check_json(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_json(item, depth + 1)
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """Decode and vet a request body; raise ChronicleError on anything unusable."""
+    if len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        raise ChronicleError(ErrorCode.PAYLOAD_TOO_LARGE, "request body too large")
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ChronicleError(ErrorCode.MALFORMED_REQUEST, f"malformed JSON: {exc}") from None
+    _check_json(value)
+    if not isinstance(value, dict):
+        raise ChronicleError(ErrorCode.MALFORMED_REQUEST, "the body must be a JSON object")
+    return value
+
+
+class StrictJSONParser(BaseParser):
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = stream.read(limit + 1) if stream is not None else b""
+        return parse_json_body(raw)
+
+
+def error_response(error: ChronicleError) -> Response:
+    response = Response(error.as_dict(), status=error.status)
+    if error.retry_after is not None:
+        response["Retry-After"] = str(max(1, int(error.retry_after + 0.999)))
+    return response
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Render every failure as ``{code, message, details}`` with its status."""
+    if isinstance(exc, ChronicleError):
+        return error_response(exc)
+    if isinstance(exc, Http404):
+        return error_response(ChronicleError(ErrorCode.NOT_FOUND, "not found"))
+    if isinstance(exc, drf_exceptions.ValidationError):
+        return error_response(
+            ChronicleError(ErrorCode.INVALID_ARGUMENT, "invalid request", details={"fields": exc.detail})
+        )
+    if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
+        return error_response(ChronicleError(ErrorCode.UNAUTHENTICATED, str(exc.detail)))
+    if isinstance(exc, drf_exceptions.ParseError | drf_exceptions.UnsupportedMediaType):
+        return error_response(ChronicleError(ErrorCode.MALFORMED_REQUEST, str(exc.detail)))
+    if isinstance(exc, drf_exceptions.MethodNotAllowed):
+        return Response({"code": "method_not_allowed", "message": str(exc.detail)}, status=405)
+    if isinstance(exc, drf_exceptions.APIException):
+        return Response({"code": "error", "message": str(exc.detail)}, status=exc.status_code)
+    return None
+
+
+def add_async_endpoints_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
+    """Add the async long-poll endpoints, which DRF cannot introspect, to the schema."""
+    from matching.api import ASYNC_ENDPOINTS
+
+    paths = result.setdefault("paths", {})
+    for path, method, summary in ASYNC_ENDPOINTS:
+        paths.setdefault(path, {})[method] = {
+            "operationId": summary.lower().replace(" ", "_"),
+            "summary": summary,
+            "tags": ["worker"],
+            "security": [{"bearerAuth": []}],
+            "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {
+                "200": {"description": "a task", "content": {"application/json": {"schema": {"type": "object"}}}},
+                "204": {"description": "no task before the poll deadline"},
+            },
+        }
+    return result

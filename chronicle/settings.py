@@ -1,0 +1,136 @@
+"""Django settings for Chronicle, read from the environment.
+
+Every knob has a safe development default. With no ``DATABASE_URL`` the project
+starts its own PostgreSQL (see :mod:`chronicle.embedded_postgres`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+DEBUG = env.bool("CHRONICLE_DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="chronicle-development-only-secret-key-change-me")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "chronicle",
+    "namespaces",
+    "history",
+    "matching",
+    "executions",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "chronicle.urls"
+ASGI_APPLICATION = "chronicle.asgi.application"
+WSGI_APPLICATION = "chronicle.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database_url() -> str:
+    """The configured server, or the embedded one started on demand."""
+    url = env.str("DATABASE_URL", default="")
+    if url:
+        return url
+    from chronicle.embedded_postgres import embedded_database_url
+
+    return embedded_database_url(BASE_DIR / ".chronicle" / "pgdata")
+
+
+DATABASES = {"default": env.db_url_config(_database_url())}
+DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CHRONICLE_CONN_MAX_AGE", default=600)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"].setdefault("OPTIONS", {})
+DATABASES["default"]["OPTIONS"].setdefault("application_name", "chronicle")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".chronicle" / "static"
+LOGIN_URL = "/login/"
+
+# Request bodies: payloads are refused past 2 MiB each; a whole request may carry a few.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("CHRONICLE_MAX_REQUEST_BYTES", default=8 * 1024 * 1024)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["namespaces.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_PARSER_CLASSES": ["chronicle.api.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "chronicle.api.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Chronicle API",
+    "DESCRIPTION": "Durable executions: client and worker operations.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "chronicle.api.add_async_endpoints_to_schema",
+    ],
+}
+
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Chronicle's own knobs; read through chronicle.conf.engine_settings().
+CHRONICLE_SHARDS = env.int("CHRONICLE_SHARDS", default=16)
+CHRONICLE_POLL_TIMEOUT_SECONDS = env.float("CHRONICLE_POLL_TIMEOUT_SECONDS", default=60.0)
+CHRONICLE_HISTORY_WAIT_SECONDS = env.float("CHRONICLE_HISTORY_WAIT_SECONDS", default=20.0)
+CHRONICLE_SAFETY_RECHECK_SECONDS = env.float("CHRONICLE_SAFETY_RECHECK_SECONDS", default=1.0)
+CHRONICLE_SHARD_LEASE_SECONDS = env.float("CHRONICLE_SHARD_LEASE_SECONDS", default=10.0)
+CHRONICLE_STICKY_TIMEOUT_SECONDS = env.float("CHRONICLE_STICKY_TIMEOUT_SECONDS", default=5.0)
+CHRONICLE_QUERY_TIMEOUT_SECONDS = env.float("CHRONICLE_QUERY_TIMEOUT_SECONDS", default=10.0)
+CHRONICLE_FAULTS = env.list("CHRONICLE_FAULTS", default=[])
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("CHRONICLE_LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,15 @@
+"""URL routes: the REST API under /api/v1/ and the OpenAPI schema."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/v1/namespaces/<str:namespace>/", include("executions.urls")),
+    path("api/v1/namespaces/<str:namespace>/", include("matching.urls")),
+    path("", include("executions.ui_urls")),
+]

@@ -1,0 +1,208 @@
+"""Client endpoints: start, list, describe, signal, query, cancel, terminate, history.
+
+Each view validates its input, passes the tenancy gate, calls one kernel function or
+selector and renders the result. Errors render through ``chronicle.api``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chronicle.conf import engine_settings
+from chronicle.errors import ChronicleError, ErrorCode
+from executions import selectors
+from history import kernel
+from history.models import QueryState, WorkflowQuery
+from chronicle.db import listen_conninfo
+from matching.longpoll import hub
+from namespaces.auth import access_namespace
+from namespaces.models import Namespace
+
+REUSE = ["ALLOW_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY", "REJECT_DUPLICATE", "TERMINATE_IF_RUNNING"]
+CONFLICT = ["FAIL", "USE_EXISTING", "TERMINATE_EXISTING"]
+
+
+class NamespaceApi(APIView):
+    role = "client"
+
+    def namespace(self, request: Request, name: str) -> Namespace:
+        return access_namespace(request.auth, name, self.role)
+
+
+def _wait_for(key: str, timeout: float) -> None:
+    """Block this request's thread until ``key`` is notified (or timeout)."""
+    async def wait() -> None:
+        hub.ensure_listening(conninfo)
+        await hub.wait(key, timeout)
+
+    conninfo = listen_conninfo()
+    async_to_sync(wait)()
+
+
+class StartSerializer(serializers.Serializer[Any]):
+    workflow_id = serializers.CharField(max_length=1000)
+    workflow_type = serializers.CharField(max_length=1000)
+    task_queue = serializers.CharField(max_length=1000)
+    input = serializers.ListField(required=False, default=list)
+    request_id = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+    id_reuse_policy = serializers.ChoiceField(REUSE, required=False, default="ALLOW_DUPLICATE")
+    id_conflict_policy = serializers.ChoiceField(CONFLICT, required=False, default="", allow_blank=True)
+    execution_timeout = serializers.FloatField(required=False, default=0, min_value=0)
+    run_timeout = serializers.FloatField(required=False, default=0, min_value=0)
+    task_timeout = serializers.FloatField(required=False, default=10, min_value=0)
+    memo = serializers.DictField(required=False, default=dict)
+    search_attributes = serializers.DictField(required=False, default=dict)
+    retry_policy = serializers.DictField(required=False, default=None, allow_null=True)
+    start_delay = serializers.FloatField(required=False, default=0, min_value=0)
+    identity = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+
+
+class WorkflowListApi(NamespaceApi):
+    """POST starts a workflow; GET lists runs newest first."""
+
+    def post(self, request: Request, namespace: str) -> Response:
+        ns = self.namespace(request, namespace)
+        data = StartSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = kernel.start_workflow_execution(ns, kernel.StartRequest(**data.validated_data))
+        return Response({"run_id": result.run_id, "started": result.started}, status=201 if result.started else 200)
+
+    class ListSerializer(serializers.Serializer[Any]):
+        workflow_type = serializers.CharField(required=False, default="")
+        workflow_id = serializers.CharField(required=False, default="")
+        status = serializers.CharField(required=False, default="")
+        started_after = serializers.DateTimeField(required=False, default=None)
+        started_before = serializers.DateTimeField(required=False, default=None)
+        closed_after = serializers.DateTimeField(required=False, default=None)
+        closed_before = serializers.DateTimeField(required=False, default=None)
+        page_size = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
+        cursor = serializers.CharField(required=False, default="")
+
+    def get(self, request: Request, namespace: str) -> Response:
+        ns = self.namespace(request, namespace)
+        params = self.ListSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        rows, cursor = selectors.execution_list(ns, **params.validated_data)
+        return Response({"executions": rows, "next_cursor": cursor})
+
+
+class SignalWithStartApi(NamespaceApi):
+    class InputSerializer(StartSerializer):
+        signal_name = serializers.CharField(max_length=1000)
+        signal_input = serializers.ListField(required=False, default=list)
+
+    def post(self, request: Request, namespace: str) -> Response:
+        ns = self.namespace(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = dict(data.validated_data)
+        signal = (values.pop("signal_name"), values.pop("signal_input"), values.get("request_id", ""))
+        result = kernel.start_workflow_execution(ns, kernel.StartRequest(**values), signal=signal)
+        return Response({"run_id": result.run_id, "started": result.started})
+
+
+class WorkflowDetailApi(NamespaceApi):
+    def get(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
+        ns = self.namespace(request, namespace)
+        return Response(selectors.execution_describe(selectors.execution_get(ns, workflow_id, run_id)))
+
+
+class SignalApi(NamespaceApi):
+    class InputSerializer(serializers.Serializer[Any]):
+        signal_name = serializers.CharField(max_length=1000)
+        input = serializers.ListField(required=False, default=list)
+        request_id = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        identity = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+
+    def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
+        ns = self.namespace(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kernel.signal_workflow_execution(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
+        return Response({})
+
+
+class ReasonSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(max_length=10_000, required=False, default="", allow_blank=True)
+    identity = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+
+
+class CancelApi(NamespaceApi):
+    def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
+        ns = self.namespace(request, namespace)
+        data = ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kernel.request_cancel_workflow_execution(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
+        return Response({})
+
+
+class TerminateApi(NamespaceApi):
+    class InputSerializer(ReasonSerializer):
+        details = serializers.JSONField(required=False, default=None)
+
+    def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
+        ns = self.namespace(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kernel.terminate_workflow_execution(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
+        return Response({})
+
+
+class QueryApi(NamespaceApi):
+    class InputSerializer(serializers.Serializer[Any]):
+        query_type = serializers.CharField(max_length=1000)
+        query_args = serializers.ListField(required=False, default=list)
+
+    def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
+        ns = self.namespace(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        query = kernel.create_query(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
+        deadline = time.monotonic() + engine_settings().query_timeout_seconds
+        try:
+            while True:
+                query.refresh_from_db()
+                if query.state == QueryState.ANSWERED:
+                    return Response({"answer": query.answer})
+                if query.state == QueryState.FAILED:
+                    raise ChronicleError(ErrorCode.QUERY_FAILED, query.error_message)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ChronicleError(ErrorCode.DEADLINE_EXCEEDED,
+                                         "no worker answered the query in time (is a worker polling the task queue?)")
+                _wait_for(f"query:{query.id}", min(remaining, engine_settings().safety_recheck_seconds))
+        finally:
+            WorkflowQuery.objects.filter(id=query.id).delete()
+
+
+class HistoryApi(NamespaceApi):
+    class ParamsSerializer(serializers.Serializer[Any]):
+        after_event_id = serializers.IntegerField(required=False, default=0, min_value=0)
+        page_size = serializers.IntegerField(required=False, default=256, min_value=1, max_value=256)
+        wait_new_event = serializers.BooleanField(required=False, default=False)
+        timeout = serializers.FloatField(required=False, default=None, min_value=0)
+
+    def get(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
+        ns = self.namespace(request, namespace)
+        params = self.ParamsSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        p = params.validated_data
+        execution = selectors.execution_get(ns, workflow_id, run_id)
+        events, cursor = selectors.history_page(execution, after_event_id=p["after_event_id"], page_size=p["page_size"])
+        if not events and p["wait_new_event"] and execution.is_running:
+            limit = min(p["timeout"] or engine_settings().history_wait_seconds, engine_settings().history_wait_seconds)
+            deadline = time.monotonic() + limit
+            while not events and (remaining := deadline - time.monotonic()) > 0:
+                _wait_for(str(execution.run_id), min(remaining, engine_settings().safety_recheck_seconds))
+                events, cursor = selectors.history_page(
+                    execution, after_event_id=p["after_event_id"], page_size=p["page_size"])
+        execution.refresh_from_db()
+        return Response({"events": events, "next_after_event_id": cursor, "status": execution.status,
+                         "run_id": str(execution.run_id), "new_run_id": str(execution.new_run_id) if execution.new_run_id else None})

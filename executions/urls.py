@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from executions import api
+
+_w = "workflows/<str:workflow_id>"
+_r = _w + "/runs/<str:run_id>"
+urlpatterns = [
+    path("workflows", api.WorkflowListApi.as_view(), name="workflows"),
+    path("signal-with-start", api.SignalWithStartApi.as_view()),
+]
+for prefix in (_w, _r):
+    urlpatterns += [
+        path(prefix, api.WorkflowDetailApi.as_view()),
+        path(prefix + "/signal", api.SignalApi.as_view()),
+        path(prefix + "/query", api.QueryApi.as_view()),
+        path(prefix + "/cancel", api.CancelApi.as_view()),
+        path(prefix + "/terminate", api.TerminateApi.as_view()),
+        path(prefix + "/history", api.HistoryApi.as_view()),
+    ]

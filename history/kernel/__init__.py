@@ -1,0 +1,61 @@
+"""The kernel: the one write path for executions (DESIGN §4).
+
+Every public operation runs in its own durable transaction and reads top to bottom:
+lock the run ``FOR UPDATE`` → validate (task tokens, commands, limits) → append events
+with consecutive ids, update mutable state, insert/delete task and timer rows →
+``pg_notify`` (delivered at commit) → commit, then answer. A return means durable.
+REST views, the shard-owner daemon and management commands call these functions;
+nothing else writes history.
+"""
+
+from __future__ import annotations
+
+from history.kernel.activity_tasks import (
+    record_activity_task_heartbeat,
+    record_activity_task_started_txn,
+    respond_activity_task_canceled,
+    respond_activity_task_completed,
+    respond_activity_task_failed,
+)
+from history.kernel.executions import (
+    StartRequest,
+    StartResult,
+    create_query,
+    request_cancel_workflow_execution,
+    signal_workflow_execution,
+    start_workflow_execution,
+    terminate_workflow_execution,
+)
+from history.kernel.queries import respond_query_task_completed
+from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
+from history.kernel.workflow_tasks import (
+    CompletionResult,
+    WorkflowTaskResponse,
+    record_workflow_task_started_txn,
+    respond_workflow_task_completed,
+    respond_workflow_task_failed,
+)
+
+__all__ = [
+    "CompletionResult",
+    "ShardFence",
+    "ShardFenceLost",
+    "StartRequest",
+    "StartResult",
+    "WorkflowTaskResponse",
+    "create_query",
+    "fire_timers",
+    "record_activity_task_heartbeat",
+    "record_activity_task_started_txn",
+    "record_workflow_task_started_txn",
+    "request_cancel_workflow_execution",
+    "respond_activity_task_canceled",
+    "respond_activity_task_completed",
+    "respond_activity_task_failed",
+    "respond_query_task_completed",
+    "respond_workflow_task_completed",
+    "respond_workflow_task_failed",
+    "signal_workflow_execution",
+    "start_workflow_execution",
+    "terminate_workflow_execution",
+]

@@ -1,0 +1,360 @@
+"""The one place that touches history's tables (DESIGN §4 steps 1–4).
+
+An :class:`ExecutionMutation` wraps a run locked ``FOR UPDATE``. Operations call its
+methods to append events, buffer outside events while a workflow task is in flight,
+schedule workflow tasks and add task and timer rows; :meth:`save` writes it all and
+queues the ``pg_notify`` calls that PostgreSQL delivers at commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from chronicle.conf import engine_settings
+from chronicle.errors import ChronicleError, ErrorCode
+from history.models import (
+    ExecutionStatus,
+    HistoryEvent,
+    PendingActivity,
+    Task,
+    TaskKind,
+    TimerKind,
+    TimerTask,
+    WorkflowExecution,
+)
+from namespaces.models import Namespace
+
+log = logging.getLogger("chronicle.kernel")
+
+TASKS_CHANNEL = "chronicle_tasks_v1"
+HISTORY_CHANNEL = "chronicle_history_v1"
+TIMERS_CHANNEL = "chronicle_timers_v1"
+PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
+
+CLOSE_EVENTS = frozenset(
+    {
+        "WorkflowExecutionCompleted",
+        "WorkflowExecutionFailed",
+        "WorkflowExecutionTimedOut",
+        "WorkflowExecutionCanceled",
+        "WorkflowExecutionTerminated",
+        "WorkflowExecutionContinuedAsNew",
+    }
+)
+
+
+def shard_for(namespace_id: uuid.UUID, workflow_id: str) -> int:
+    """A stable hash (never Python's salted ``hash()``) of the execution's identity."""
+    digest = hashlib.blake2b(f"{namespace_id}/{workflow_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % engine_settings().shards
+
+
+def payload_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), default=str))
+
+
+def check_payload(namespace: Namespace, value: Any, what: str) -> None:
+    """Refuse a payload past the namespace's limit (2 MiB default); warn past 512 KiB."""
+    size = payload_size(value)
+    if size > namespace.payload_limit_bytes:
+        raise ChronicleError(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"{what} is {size} bytes; the limit is {namespace.payload_limit_bytes}",
+        )
+    if size > namespace.payload_warn_bytes:
+        log.warning("large payload: %s is %d bytes in namespace %s", what, size, namespace.name)
+
+
+def notify(channel: str, payload: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
+
+
+def task_wakeup_key(namespace_id: uuid.UUID | str, kind: str, task_queue: str) -> str:
+    return f"{namespace_id}|{kind}|{task_queue}"
+
+
+class ExecutionMutation:
+    """Changes to one locked run, written together by :meth:`save`."""
+
+    def __init__(self, execution: WorkflowExecution, namespace: Namespace) -> None:
+        self.execution = execution
+        self.namespace = namespace
+        self.now = timezone.now()
+        self._events: list[HistoryEvent] = []
+        self._tasks: list[Task] = []
+        self._timers: list[TimerTask] = []
+        self._notifications: set[tuple[str, str]] = set()
+        self.closed_now = False
+        # Set when a command's effect needs the workflow to run again (e.g. an activity canceled at once).
+        self.force_new_task = False
+        # Runs this change creates (continue-as-new), saved after this one closes.
+        self.followers: list[ExecutionMutation] = []
+
+    # -- events -------------------------------------------------------------------
+    def append(self, event_type: str, attributes: dict[str, Any]) -> int:
+        """Append an event with the next id; return the id."""
+        ex = self.execution
+        event_id = ex.next_event_id
+        ex.next_event_id += 1
+        ex.history_size_bytes += payload_size(attributes) + len(event_type)
+        self._events.append(
+            HistoryEvent(
+                run=ex,
+                shard_id=ex.shard_id,
+                event_id=event_id,
+                event_type=event_type,
+                event_time=self.now,
+                attributes=attributes,
+            )
+        )
+        self._notifications.add((HISTORY_CHANNEL, str(ex.run_id)))
+        return event_id
+
+    @property
+    def workflow_task_in_flight(self) -> bool:
+        return self.execution.wft_started_event_id != 0
+
+    def add_outside_event(
+        self, event_type: str, attributes: dict[str, Any], *, schedule_task: bool = True
+    ) -> None:
+        """An event with an outside cause: buffered while a workflow task runs."""
+        if self.workflow_task_in_flight:
+            self.execution.buffered_events = [
+                *self.execution.buffered_events,
+                {"event_type": event_type, "attributes": attributes},
+            ]
+            return
+        self._demote_transient_task()
+        self.append(event_type, _resolve_previous(attributes, self.execution.next_event_id - 1))
+        if schedule_task:
+            self.schedule_workflow_task()
+
+    def flush_buffer(self) -> bool:
+        """Append the buffered events; return whether there were any."""
+        buffered = self.execution.buffered_events
+        if not buffered:
+            return False
+        self.execution.buffered_events = []
+        for item in buffered:
+            attrs = _resolve_previous(item["attributes"], self.execution.next_event_id - 1)
+            self.append(item["event_type"], attrs)
+        return True
+
+    def drop_buffered(self, predicate: Any) -> bool:
+        """Remove buffered events matching ``predicate``; return whether any matched."""
+        kept = [e for e in self.execution.buffered_events if not predicate(e)]
+        dropped = len(kept) != len(self.execution.buffered_events)
+        self.execution.buffered_events = kept
+        return dropped
+
+    # -- workflow tasks -----------------------------------------------------------
+    def schedule_workflow_task(self, *, attempt: int = 1) -> None:
+        """Schedule a workflow task unless one is pending (or a start backoff runs)."""
+        ex = self.execution
+        if ex.has_pending_workflow_task or not ex.is_running:
+            return
+        ex.wft_attempt = attempt
+        ex.wft_scheduled_time = self.now
+        ex.wft_started_event_id = 0
+        queue = ex.sticky_task_queue or ex.task_queue
+        ex.wft_task_queue = queue
+        if attempt == 1:
+            ex.wft_scheduled_event_id = self.append(
+                "WorkflowTaskScheduled",
+                {"task_queue": {"name": queue, "kind": "STICKY" if ex.sticky_task_queue else "NORMAL"},
+                 "start_to_close_timeout": ex.task_timeout, "attempt": 1},
+            )
+        else:
+            # Transient: the Scheduled and Started events exist only in memory.
+            ex.wft_scheduled_event_id = ex.next_event_id
+        self.add_task(TaskKind.WORKFLOW, queue, ex.wft_scheduled_event_id, attempt)
+        if ex.sticky_task_queue:
+            self.add_timer(
+                TimerKind.STICKY_TIMEOUT,
+                self.now + timedelta(seconds=ex.sticky_schedule_to_start_timeout),
+                scheduled_event_id=ex.wft_scheduled_event_id,
+                attempt=attempt,
+            )
+
+    def _demote_transient_task(self) -> None:
+        """New events turn a scheduled transient task into a normal one (attempt 1)."""
+        ex = self.execution
+        if ex.wft_scheduled_event_id and not ex.wft_started_event_id and ex.wft_attempt > 1:
+            self.clear_workflow_task()
+
+    def clear_workflow_task(self) -> None:
+        ex = self.execution
+        ex.wft_scheduled_event_id = 0
+        ex.wft_started_event_id = 0
+        ex.wft_scheduled_time = None
+        ex.wft_started_time = None
+        ex.wft_identity = ""
+        ex.wft_request_id = ""
+
+    def start_workflow_task(self, *, identity: str, request_id: str) -> None:
+        """Record the pending workflow task as started by ``identity``."""
+        ex = self.execution
+        ex.wft_identity = identity
+        ex.wft_request_id = request_id
+        ex.wft_started_time = self.now
+        if ex.wft_attempt == 1:
+            ex.wft_started_event_id = self.append(
+                "WorkflowTaskStarted",
+                {"scheduled_event_id": ex.wft_scheduled_event_id, "identity": identity,
+                 "request_id": request_id, "history_size_bytes": ex.history_size_bytes,
+                 "suggest_continue_as_new": ex.next_event_id >= 4096},
+            )
+        else:
+            ex.wft_started_event_id = ex.wft_scheduled_event_id + 1
+        self.add_timer(
+            TimerKind.WORKFLOW_TASK_TIMEOUT,
+            self.now + timedelta(seconds=ex.task_timeout),
+            scheduled_event_id=ex.wft_scheduled_event_id,
+            attempt=ex.wft_attempt,
+        )
+
+    # -- rows ---------------------------------------------------------------------
+    def add_task(
+        self, kind: str, task_queue: str, scheduled_event_id: int, attempt: int,
+        *, visible_at: datetime | None = None, query_id: uuid.UUID | None = None,
+    ) -> None:
+        self._tasks.append(
+            Task(
+                namespace_id=self.namespace.id,
+                task_queue=task_queue,
+                kind=kind,
+                run=self.execution,
+                shard_id=self.execution.shard_id,
+                scheduled_event_id=scheduled_event_id,
+                attempt=attempt,
+                query_id=query_id,
+                visible_at=visible_at or self.now,
+                created_at=self.now,
+            )
+        )
+        self._notifications.add((TASKS_CHANNEL, task_wakeup_key(self.namespace.id, kind, task_queue)))
+
+    def add_timer(self, kind: str, fire_at: datetime, **fields: Any) -> None:
+        self._timers.append(
+            TimerTask(shard_id=self.execution.shard_id, fire_at=fire_at, kind=kind,
+                      run=self.execution, **fields)
+        )
+        self._notifications.add((TIMERS_CHANNEL, f"{self.execution.shard_id}|{fire_at.timestamp()}"))
+
+    def notify_history(self) -> None:
+        self._notifications.add((HISTORY_CHANNEL, str(self.execution.run_id)))
+
+    # -- closing ------------------------------------------------------------------
+    def close(self, status: str, event_type: str, attributes: dict[str, Any]) -> int:
+        """Append the close event and drop the run's pending work."""
+        ex = self.execution
+        event_id = self.append(event_type, attributes)
+        ex.status = status
+        ex.close_time = self.now
+        ex.buffered_events = []
+        self.clear_workflow_task()
+        self.closed_now = True
+        return event_id
+
+    def _drop_pending_work(self) -> None:
+        ex = self.execution
+        PendingActivity.objects.filter(run=ex).delete()
+        TimerTask.objects.filter(run=ex).exclude(kind=TimerKind.RETENTION).delete()
+        with connection.cursor() as cursor:
+            # SKIP LOCKED: a row a poller holds is stale anyway and is dropped on claim.
+            cursor.execute(
+                "DELETE FROM history_task WHERE id IN "
+                "(SELECT id FROM history_task WHERE run_id = %s FOR UPDATE SKIP LOCKED)",
+                [ex.run_id],
+            )
+        self.add_timer(
+            TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days)
+        )
+
+    def enforce_history_limits(self) -> None:
+        """Past the namespace's history limits the run is terminated (Temporal's rule)."""
+        ex = self.execution
+        if not ex.is_running:
+            return
+        count = ex.next_event_id - 1
+        if count >= self.namespace.history_count_limit:
+            reason = "Workflow history count exceeds limit."
+        elif ex.history_size_bytes >= self.namespace.history_size_limit_bytes:
+            reason = "Workflow history size exceeds limit."
+        else:
+            if count >= self.namespace.history_count_warn:
+                log.warning("run %s has %d events (warn at %d)", ex.run_id, count,
+                            self.namespace.history_count_warn)
+            return
+        self.close(ExecutionStatus.TERMINATED, "WorkflowExecutionTerminated",
+                   {"reason": reason, "identity": "history-service", "details": None})
+
+    def save(self) -> None:
+        """Write events, state, rows and notifications inside the caller's transaction."""
+        assert connection.in_atomic_block, "kernel writes need an open transaction"
+        self.enforce_history_limits()
+        if self.closed_now:
+            self._drop_pending_work()
+        self.execution.save()
+        if self._events:
+            HistoryEvent.objects.bulk_create(self._events)
+        if self._tasks:
+            Task.objects.bulk_create(self._tasks)
+        if self._timers:
+            TimerTask.objects.bulk_create(self._timers)
+        for channel, payload in sorted(self._notifications):
+            notify(channel, payload)
+        self._events, self._tasks, self._timers = [], [], []
+        self._notifications.clear()
+        for follower in self.followers:
+            follower.save()
+        self.followers = []
+
+
+def _resolve_previous(attributes: dict[str, Any], previous_event_id: int) -> dict[str, Any]:
+    """Replace the ``$previous`` placeholder with the id of the event just before."""
+    if PREVIOUS_EVENT not in attributes.values():
+        return attributes
+    return {k: (previous_event_id if v == PREVIOUS_EVENT else v) for k, v in attributes.items()}
+
+
+def lock_execution(
+    namespace: Namespace, workflow_id: str, run_id: str | uuid.UUID | None = None
+) -> WorkflowExecution:
+    """Lock a run ``FOR UPDATE``: the given run, else the current (latest) one."""
+    qs = WorkflowExecution.objects.select_for_update().filter(
+        namespace=namespace, workflow_id=workflow_id
+    )
+    if run_id:
+        try:
+            execution = qs.filter(run_id=uuid.UUID(str(run_id))).first()
+        except ValueError:
+            raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "run_id must be a UUID") from None
+    else:
+        execution = qs.filter(status=ExecutionStatus.RUNNING).first() or qs.order_by(
+            "-start_time"
+        ).first()
+    if execution is None:
+        raise ChronicleError(
+            ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found"
+        )
+    return execution
+
+
+def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
+    execution = (
+        WorkflowExecution.objects.select_for_update().select_related("namespace")
+        .filter(run_id=run_id).first()
+    )
+    if execution is None:
+        raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found")
+    return execution

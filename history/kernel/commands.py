@@ -1,0 +1,196 @@
+"""Workflow-task commands → events, as a table of small handlers (temporal-semantics §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from chronicle.errors import invalid
+from history.kernel._mutation import ExecutionMutation
+from history.kernel.activity_tasks import cancel_activity_txn, schedule_activity_txn, start_activity_txn
+from history.kernel.executions import continue_as_new_txn
+from history.kernel.retry import normalize_retry_policy
+from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
+
+MAX_COMMANDS = 1000
+
+
+class CommandRejected(Exception):
+    """A command failed validation: the whole workflow task fails with ``cause``."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(message)
+        self.cause = f"WORKFLOW_TASK_FAILED_CAUSE_{cause}"
+        self.message = message
+
+
+def validate_command_list(commands: Any) -> None:
+    """Reject a malformed list outright (nothing written), as Temporal's frontend does."""
+    if not isinstance(commands, list) or len(commands) > MAX_COMMANDS:
+        raise invalid(f"commands must be a list of at most {MAX_COMMANDS}")
+    for index, command in enumerate(commands):
+        if not isinstance(command, dict) or command.get("command_type") not in HANDLERS:
+            raise invalid(f"commands[{index}]: unknown command_type", known=sorted(HANDLERS))
+        if not isinstance(command.get("attributes", {}), dict):
+            raise invalid(f"commands[{index}].attributes must be an object")
+        if command["command_type"] in CLOSE_COMMANDS and index != len(commands) - 1:
+            raise invalid("a workflow-closing command must be the last command")
+
+
+def apply_commands(
+    mutation: ExecutionMutation, commands: list[dict[str, Any]], *, completed_event_id: int, identity: str,
+) -> list[dict[str, Any]]:
+    """Apply commands in order; return the activity tasks started eagerly."""
+    eager: list[dict[str, Any]] = []
+    for command in commands:
+        attrs = command.get("attributes", {})
+        result = HANDLERS[command["command_type"]](mutation, attrs, completed_event_id, identity)
+        if result is not None:
+            eager.append(result)
+    return eager
+
+
+def _seconds(attrs: dict[str, Any], name: str, cause: str) -> float:
+    value = attrs.get(name) or 0
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise CommandRejected(cause, f"{name} must be a non-negative number of seconds")
+    return float(value)
+
+
+def _name(attrs: dict[str, Any], name: str, cause: str) -> str:
+    value = attrs.get(name)
+    if not isinstance(value, str) or not value or len(value) > 1000:
+        raise CommandRejected(cause, f"{name} must be a string of 1 to 1000 characters")
+    return value
+
+
+def _schedule_activity(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> dict[str, Any] | None:
+    cause = "BAD_SCHEDULE_ACTIVITY_ATTRIBUTES"
+    activity_id = _name(a, "activity_id", cause)
+    activity_type = a.get("activity_type")
+    type_name = activity_type.get("name") if isinstance(activity_type, dict) else activity_type
+    if not isinstance(type_name, str) or not type_name:
+        raise CommandRejected(cause, "activity_type is required")
+    if PendingActivity.objects.filter(run=m.execution, activity_id=activity_id).exists():
+        raise CommandRejected("SCHEDULE_ACTIVITY_DUPLICATE_ID", f"activity_id {activity_id!r} is pending")
+    if PendingActivity.objects.filter(run=m.execution).count() >= m.namespace.max_pending_activities:
+        raise CommandRejected("PENDING_ACTIVITIES_LIMIT_EXCEEDED", "too many pending activities")
+    try:
+        policy = normalize_retry_policy(a.get("retry_policy"))
+    except ValueError as exc:
+        raise CommandRejected(cause, f"retry_policy: {exc}") from None
+    queue = a.get("task_queue")
+    queue_name = (queue.get("name") if isinstance(queue, dict) else queue) or m.execution.task_queue
+    try:
+        activity = schedule_activity_txn(
+            m, activity_id=activity_id, activity_type=type_name, task_queue=queue_name,
+            input=a.get("input") or [], header=a.get("header") or {}, retry_policy=policy,
+            schedule_to_close=_seconds(a, "schedule_to_close_timeout", cause),
+            schedule_to_start=_seconds(a, "schedule_to_start_timeout", cause),
+            start_to_close=_seconds(a, "start_to_close_timeout", cause),
+            heartbeat=_seconds(a, "heartbeat_timeout", cause),
+            completed_event_id=wtc, dispatch=not (a.get("request_eager_execution") and queue_name == m.execution.task_queue),
+        )
+    except ValueError as exc:
+        raise CommandRejected(cause, str(exc)) from None
+    if a.get("request_eager_execution") and queue_name == m.execution.task_queue:
+        return start_activity_txn(m, activity, identity=identity, request_id="eager")
+    return None
+
+
+def _request_cancel_activity(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    scheduled = a.get("scheduled_event_id")
+    activity = PendingActivity.objects.filter(run=m.execution, scheduled_event_id=scheduled).first()
+    if activity is None:
+        raise CommandRejected("BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", f"no pending activity {scheduled}")
+    cancel_activity_txn(m, activity, completed_event_id=wtc)
+
+
+def _start_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    timer_id = _name(a, "timer_id", "BAD_START_TIMER_ATTRIBUTES")
+    delay = _seconds(a, "start_to_fire_timeout", "BAD_START_TIMER_ATTRIBUTES")
+    if delay <= 0:
+        raise CommandRejected("BAD_START_TIMER_ATTRIBUTES", "start_to_fire_timeout must be positive")
+    if TimerTask.objects.filter(run=m.execution, kind=TimerKind.USER_TIMER, timer_id=timer_id).exists():
+        raise CommandRejected("START_TIMER_DUPLICATE_ID", f"timer_id {timer_id!r} is running")
+    started = m.append("TimerStarted", {"timer_id": timer_id, "start_to_fire_timeout": delay,
+                                        "workflow_task_completed_event_id": wtc})
+    m.add_timer(TimerKind.USER_TIMER, m.now + timedelta(seconds=delay), timer_id=timer_id,
+                scheduled_event_id=started)
+
+
+def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    timer_id = _name(a, "timer_id", "BAD_CANCEL_TIMER_ATTRIBUTES")
+    timer = TimerTask.objects.filter(run=m.execution, kind=TimerKind.USER_TIMER, timer_id=timer_id).first()
+    started_id = timer.scheduled_event_id if timer else None
+    if timer is not None:
+        timer.delete()
+    else:
+        # Fired while this task ran: its TimerFired is still buffered; drop it.
+        def is_fired(event: dict[str, Any]) -> bool:
+            return event["event_type"] == "TimerFired" and event["attributes"].get("timer_id") == timer_id
+        fired = [e for e in m.execution.buffered_events if is_fired(e)]
+        if not fired:
+            raise CommandRejected("BAD_CANCEL_TIMER_ATTRIBUTES", f"no running timer {timer_id!r}")
+        started_id = fired[0]["attributes"].get("started_event_id")
+        m.drop_buffered(is_fired)
+    m.append("TimerCanceled", {"timer_id": timer_id, "started_event_id": started_id,
+                               "workflow_task_completed_event_id": wtc, "identity": identity})
+
+
+def _record_marker(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    name = _name(a, "marker_name", "BAD_RECORD_MARKER_ATTRIBUTES")
+    m.append("MarkerRecorded", {"marker_name": name, "details": a.get("details") or {},
+                                "header": a.get("header"), "failure": a.get("failure"),
+                                "workflow_task_completed_event_id": wtc})
+
+
+def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    attrs = a.get("search_attributes")
+    if not isinstance(attrs, dict):
+        raise CommandRejected("BAD_SEARCH_ATTRIBUTES", "search_attributes must be an object")
+    merged = {**m.execution.search_attributes, **attrs}
+    m.execution.search_attributes = {k: v for k, v in merged.items() if v is not None and v != []}
+    m.append("UpsertWorkflowSearchAttributes", {"search_attributes": attrs,
+                                                "workflow_task_completed_event_id": wtc})
+
+
+def _complete(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    m.execution.result = a.get("result")
+    m.close(ExecutionStatus.COMPLETED, "WorkflowExecutionCompleted",
+            {"result": a.get("result"), "workflow_task_completed_event_id": wtc})
+
+
+def _fail(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    failure = a.get("failure") or {"message": "workflow failed"}
+    m.execution.failure = failure
+    m.close(ExecutionStatus.FAILED, "WorkflowExecutionFailed",
+            {"failure": failure, "retry_state": "RETRY_STATE_RETRY_POLICY_NOT_SET",
+             "workflow_task_completed_event_id": wtc})
+
+
+def _cancel(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    m.close(ExecutionStatus.CANCELED, "WorkflowExecutionCanceled",
+            {"details": a.get("details"), "workflow_task_completed_event_id": wtc})
+
+
+def _continue_as_new(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    continue_as_new_txn(m, a, completed_event_id=wtc)
+
+
+Handler = Callable[[ExecutionMutation, dict[str, Any], int, str], dict[str, Any] | None]
+HANDLERS: dict[str, Handler] = {
+    "ScheduleActivityTask": _schedule_activity,
+    "RequestCancelActivityTask": _request_cancel_activity,
+    "StartTimer": _start_timer,
+    "CancelTimer": _cancel_timer,
+    "RecordMarker": _record_marker,
+    "UpsertWorkflowSearchAttributes": _upsert_search_attributes,
+    "CompleteWorkflowExecution": _complete,
+    "FailWorkflowExecution": _fail,
+    "CancelWorkflowExecution": _cancel,
+    "ContinueAsNewWorkflowExecution": _continue_as_new,
+}
+CLOSE_COMMANDS = frozenset({"CompleteWorkflowExecution", "FailWorkflowExecution",
+                            "CancelWorkflowExecution", "ContinueAsNewWorkflowExecution"})

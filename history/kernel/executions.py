@@ -1,0 +1,318 @@
+"""Client-side operations: start, signal, signal-with-start, cancel, terminate, query."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from chronicle.errors import ChronicleError, ErrorCode, invalid
+from history.faults import crash_point
+from history.kernel._mutation import ExecutionMutation, check_payload, lock_execution, shard_for
+from history.kernel.retry import effective_run_timeout, normalize_retry_policy
+from history.models import (
+    ExecutionStatus,
+    SignalRequest,
+    TaskKind,
+    TimerKind,
+    WorkflowExecution,
+    WorkflowQuery,
+)
+from namespaces.models import Namespace
+
+REUSE_POLICIES = {"ALLOW_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY", "REJECT_DUPLICATE", "TERMINATE_IF_RUNNING"}
+CONFLICT_POLICIES = {"FAIL", "USE_EXISTING", "TERMINATE_EXISTING"}
+_FAILED_STATES = {ExecutionStatus.FAILED, ExecutionStatus.CANCELED, ExecutionStatus.TERMINATED, ExecutionStatus.TIMED_OUT}
+MAX_WORKFLOW_TASK_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    workflow_id: str
+    workflow_type: str
+    task_queue: str
+    input: list[Any] = field(default_factory=list)
+    request_id: str = ""
+    id_reuse_policy: str = "ALLOW_DUPLICATE"
+    id_conflict_policy: str = ""
+    execution_timeout: float = 0.0
+    run_timeout: float = 0.0
+    task_timeout: float = 10.0
+    memo: dict[str, Any] = field(default_factory=dict)
+    search_attributes: dict[str, Any] = field(default_factory=dict)
+    retry_policy: dict[str, Any] | None = None
+    start_delay: float = 0.0
+    identity: str = ""
+
+
+@dataclass(frozen=True)
+class StartResult:
+    run_id: str
+    started: bool
+
+
+def _already_started(current: WorkflowExecution) -> ChronicleError:
+    return ChronicleError(
+        ErrorCode.WORKFLOW_ALREADY_STARTED,
+        f"workflow {current.workflow_id!r} is already running",
+        details={"run_id": str(current.run_id), "start_request_id": current.create_request_id},
+    )
+
+
+def _terminate(mutation: ExecutionMutation, reason: str, details: Any, identity: str) -> None:
+    mutation.close(ExecutionStatus.TERMINATED, "WorkflowExecutionTerminated",
+                   {"reason": reason, "details": details, "identity": identity})
+
+
+def _create_run(
+    namespace: Namespace, req: StartRequest, *, signal: tuple[str, list[Any], str] | None,
+    previous: WorkflowExecution | None = None, first_run_id: uuid.UUID | None = None,
+    attempt: int = 1, extra_start_attrs: dict[str, Any] | None = None,
+) -> ExecutionMutation:
+    now = timezone.now()
+    run_id = uuid.uuid4()
+    run_timeout = effective_run_timeout(req.execution_timeout, req.run_timeout)
+    execution = WorkflowExecution(
+        run_id=run_id, namespace=namespace, workflow_id=req.workflow_id,
+        workflow_type=req.workflow_type, task_queue=req.task_queue,
+        shard_id=shard_for(namespace.id, req.workflow_id), status=ExecutionStatus.RUNNING,
+        start_time=now, execution_time=now + timedelta(seconds=req.start_delay),
+        execution_timeout=req.execution_timeout, run_timeout=run_timeout,
+        task_timeout=min(req.task_timeout or 10.0, MAX_WORKFLOW_TASK_TIMEOUT, run_timeout or MAX_WORKFLOW_TASK_TIMEOUT),
+        execution_expiration_time=(now + timedelta(seconds=req.execution_timeout)) if req.execution_timeout else None,
+        retry_policy=req.retry_policy, attempt=attempt, memo=req.memo,
+        search_attributes=req.search_attributes, input=req.input,
+        create_request_id=req.request_id or str(uuid.uuid4()),
+        first_run_id=first_run_id or run_id, previous_run_id=previous.run_id if previous else None,
+    )
+    mutation = ExecutionMutation(execution, namespace)
+    mutation.now = now
+    mutation.append("WorkflowExecutionStarted", {
+        "workflow_type": {"name": req.workflow_type}, "task_queue": {"name": req.task_queue},
+        "input": req.input, "workflow_execution_timeout": req.execution_timeout,
+        "workflow_run_timeout": run_timeout, "workflow_task_timeout": execution.task_timeout,
+        "identity": req.identity, "attempt": attempt, "retry_policy": req.retry_policy,
+        "memo": req.memo, "search_attributes": req.search_attributes,
+        "first_workflow_task_backoff": req.start_delay, "workflow_id": req.workflow_id,
+        "first_execution_run_id": str(execution.first_run_id),
+        "original_execution_run_id": str(run_id),
+        "continued_execution_run_id": str(previous.run_id) if previous else None,
+        "request_id": execution.create_request_id,
+        **(extra_start_attrs or {}),
+    })
+    if signal is not None:
+        name, signal_input, signal_request = signal
+        mutation.append("WorkflowExecutionSignaled", {"signal_name": name, "input": signal_input,
+                                                      "identity": req.identity, "request_id": signal_request})
+        execution.signal_count = 1
+    if req.start_delay > 0:
+        execution.wft_backoff_until = execution.execution_time
+        mutation.add_timer(TimerKind.WORKFLOW_BACKOFF, execution.execution_time)
+    else:
+        mutation.schedule_workflow_task()
+    if run_timeout:
+        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, now + timedelta(seconds=run_timeout))
+    if execution.execution_expiration_time and req.execution_timeout != run_timeout:
+        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, execution.execution_expiration_time)
+    return mutation
+
+
+def validate_start(namespace: Namespace, req: StartRequest) -> None:
+    for name in ("workflow_id", "workflow_type", "task_queue"):
+        value = getattr(req, name)
+        if not value or len(value) > 1000:
+            raise invalid(f"{name} must be 1 to 1000 characters")
+    if req.id_reuse_policy not in REUSE_POLICIES:
+        raise invalid(f"unknown id_reuse_policy {req.id_reuse_policy!r}")
+    if req.id_conflict_policy and req.id_conflict_policy not in CONFLICT_POLICIES:
+        raise invalid(f"unknown id_conflict_policy {req.id_conflict_policy!r}")
+    if req.id_reuse_policy == "TERMINATE_IF_RUNNING" and req.id_conflict_policy:
+        raise invalid("TERMINATE_IF_RUNNING cannot be combined with a conflict policy")
+    for name in ("execution_timeout", "run_timeout", "task_timeout", "start_delay"):
+        if getattr(req, name) < 0:
+            raise invalid(f"{name} must not be negative")
+    if req.retry_policy is not None:
+        try:
+            normalize_retry_policy(req.retry_policy)
+        except ValueError as exc:
+            raise invalid(f"retry_policy: {exc}") from None
+    check_payload(namespace, req.input, "input")
+    check_payload(namespace, req.memo, "memo")
+    check_payload(namespace, req.search_attributes, "search_attributes")
+
+
+def start_workflow_execution(
+    namespace: Namespace, req: StartRequest, *, signal: tuple[str, list[Any], str] | None = None,
+) -> StartResult:
+    """Start a run, honouring request-id dedup first, then the conflict and reuse policies."""
+    validate_start(namespace, req)
+    conflict = req.id_conflict_policy or ("USE_EXISTING" if signal else "FAIL")
+    if signal and conflict == "FAIL":
+        raise invalid("id_conflict_policy FAIL is not valid for signal-with-start")
+    reuse = req.id_reuse_policy
+    if reuse == "TERMINATE_IF_RUNNING":
+        reuse, conflict = "ALLOW_DUPLICATE", "TERMINATE_EXISTING"
+    for _ in range(3):
+        try:
+            with transaction.atomic(durable=True):
+                result = _start_txn(namespace, req, reuse, conflict, signal)
+                crash_point("before_commit")
+            crash_point("after_commit_before_reply")
+            return result
+        except IntegrityError:
+            continue  # a concurrent start won the partial unique index; decide again
+    raise ChronicleError(ErrorCode.CONFLICT, "concurrent starts of this workflow id; retry")
+
+
+def _start_txn(
+    namespace: Namespace, req: StartRequest, reuse: str, conflict: str,
+    signal: tuple[str, list[Any], str] | None,
+) -> StartResult:
+    current = (
+        WorkflowExecution.objects.select_for_update()
+        .filter(namespace=namespace, workflow_id=req.workflow_id).order_by("-start_time").first()
+    )
+    if current is not None and req.request_id and current.create_request_id == req.request_id:
+        return StartResult(str(current.run_id), started=True)
+    if current is not None and current.is_running:
+        if conflict == "USE_EXISTING":
+            if signal:
+                mutation = ExecutionMutation(current, namespace)
+                _apply_signal(mutation, *signal, identity=req.identity)
+                mutation.save()
+            return StartResult(str(current.run_id), started=False)
+        if conflict == "FAIL":
+            raise _already_started(current)
+        if timezone.now() - current.start_time < timedelta(seconds=1):
+            raise ChronicleError(ErrorCode.BUSY_WORKFLOW, "the running run started less than 1 s ago",
+                                 retry_after=1)
+        new = _create_run(namespace, req, signal=signal)
+        old = ExecutionMutation(current, namespace)
+        _terminate(old, "TerminateIfRunning WorkflowIdReusePolicy",
+                   f"terminated by new runID: {new.execution.run_id}", "history-service")
+        old.save()
+        new.save()
+        return StartResult(str(new.execution.run_id), started=True)
+    if current is not None:
+        if reuse == "REJECT_DUPLICATE" or (
+            reuse == "ALLOW_DUPLICATE_FAILED_ONLY" and current.status not in _FAILED_STATES
+        ):
+            raise ChronicleError(
+                ErrorCode.WORKFLOW_ALREADY_STARTED,
+                f"workflow id {req.workflow_id!r} was used before and the reuse policy {reuse} refuses it",
+                details={"run_id": str(current.run_id), "start_request_id": current.create_request_id},
+            )
+    mutation = _create_run(namespace, req, signal=signal)
+    mutation.save()
+    return StartResult(str(mutation.execution.run_id), started=True)
+
+
+def _apply_signal(
+    mutation: ExecutionMutation, name: str, signal_input: list[Any], request_id: str, *, identity: str
+) -> None:
+    ex = mutation.execution
+    if request_id:
+        if SignalRequest.objects.filter(run=ex, request_id=request_id).exists():
+            return
+        SignalRequest.objects.create(run=ex, request_id=request_id)
+    if ex.signal_count >= mutation.namespace.max_signals_per_execution:
+        raise ChronicleError(ErrorCode.LIMIT_EXCEEDED,
+                             f"run has reached {mutation.namespace.max_signals_per_execution} signals")
+    ex.signal_count += 1
+    mutation.add_outside_event("WorkflowExecutionSignaled", {
+        "signal_name": name, "input": signal_input, "identity": identity, "request_id": request_id,
+    }, schedule_task=ex.wft_backoff_until is None)
+
+
+def signal_workflow_execution(
+    namespace: Namespace, *, workflow_id: str, run_id: str | None, signal_name: str,
+    input: list[Any], request_id: str = "", identity: str = "",
+) -> None:
+    if not signal_name or len(signal_name) > 1000:
+        raise invalid("signal_name must be 1 to 1000 characters")
+    check_payload(namespace, input, "signal input")
+    with transaction.atomic(durable=True):
+        execution = lock_execution(namespace, workflow_id, run_id)
+        if not execution.is_running:
+            raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
+        mutation = ExecutionMutation(execution, namespace)
+        _apply_signal(mutation, signal_name, input, request_id, identity=identity)
+        mutation.save()
+
+
+def request_cancel_workflow_execution(
+    namespace: Namespace, *, workflow_id: str, run_id: str | None, reason: str = "", identity: str = "",
+) -> None:
+    """Ask the workflow to cancel; a no-op on a closed or already-cancelling run."""
+    with transaction.atomic(durable=True):
+        execution = lock_execution(namespace, workflow_id, run_id)
+        if not execution.is_running or execution.cancel_requested:
+            return
+        execution.cancel_requested = True
+        mutation = ExecutionMutation(execution, namespace)
+        mutation.add_outside_event("WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity})
+        mutation.save()
+
+
+def terminate_workflow_execution(
+    namespace: Namespace, *, workflow_id: str, run_id: str | None, reason: str = "",
+    details: Any = None, identity: str = "",
+) -> None:
+    """Close the run at once; NotFound on a closed run (Temporal's rule)."""
+    with transaction.atomic(durable=True):
+        execution = lock_execution(namespace, workflow_id, run_id)
+        if not execution.is_running:
+            raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
+        mutation = ExecutionMutation(execution, namespace)
+        _terminate(mutation, reason, details, identity)
+        mutation.save()
+
+
+def create_query(
+    namespace: Namespace, *, workflow_id: str, run_id: str | None, query_type: str, query_args: list[Any],
+) -> WorkflowQuery:
+    """Queue a query task for a worker; nothing is appended to history."""
+    check_payload(namespace, query_args, "query args")
+    with transaction.atomic(durable=True):
+        execution = lock_execution(namespace, workflow_id, run_id)
+        query = WorkflowQuery.objects.create(run=execution, query_type=query_type, query_args=query_args)
+        mutation = ExecutionMutation(execution, namespace)
+        queue = execution.sticky_task_queue or execution.task_queue
+        mutation.add_task(TaskKind.WORKFLOW, queue, 0, 1, query_id=query.id)
+        if execution.sticky_task_queue:
+            mutation.add_task(TaskKind.WORKFLOW, execution.task_queue, 0, 1, query_id=query.id)
+        mutation.save()
+    return query
+
+
+def continue_as_new_txn(mutation: ExecutionMutation, attrs: dict[str, Any], *, completed_event_id: int) -> None:
+    """Close the run as ContinuedAsNew and create the next run of the chain."""
+    ex = mutation.execution
+    req = StartRequest(
+        workflow_id=ex.workflow_id,
+        workflow_type=(attrs.get("workflow_type") or {}).get("name") or ex.workflow_type,
+        task_queue=(attrs.get("task_queue") or {}).get("name") or ex.task_queue,
+        input=attrs.get("input") or [],
+        run_timeout=float(attrs.get("workflow_run_timeout") or ex.run_timeout),
+        task_timeout=float(attrs.get("workflow_task_timeout") or ex.task_timeout),
+        execution_timeout=ex.execution_timeout,
+        memo=attrs.get("memo") or {}, search_attributes=attrs.get("search_attributes") or {},
+        retry_policy=attrs.get("retry_policy"),
+        start_delay=float(attrs.get("backoff_start_interval") or 0),
+    )
+    new = _create_run(mutation.namespace, req, signal=None, previous=ex, first_run_id=ex.first_run_id,
+                      extra_start_attrs={"initiator": "WORKFLOW"})
+    new.execution.execution_expiration_time = ex.execution_expiration_time
+    ex.new_run_id = new.execution.run_id
+    mutation.close(ExecutionStatus.CONTINUED_AS_NEW, "WorkflowExecutionContinuedAsNew", {
+        "new_execution_run_id": str(new.execution.run_id), "workflow_type": {"name": req.workflow_type},
+        "task_queue": {"name": req.task_queue}, "input": req.input,
+        "workflow_run_timeout": req.run_timeout, "workflow_task_timeout": req.task_timeout,
+        "backoff_start_interval": req.start_delay, "initiator": "WORKFLOW",
+        "workflow_task_completed_event_id": completed_event_id,
+    })
+    mutation.followers.append(new)

@@ -1,0 +1,175 @@
+"""The timer queue's side of the kernel: fire due TimerTask rows under a shard fence.
+
+Lock order is always run row first, then its timer row, the same order every kernel
+operation uses, so firing never deadlocks with a completion. A fired row is deleted in
+the transaction that appends its event, so a timer fires once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import connection, transaction
+
+from chronicle.errors import ChronicleError, ErrorCode
+from history.faults import crash_point
+from history.kernel._mutation import ExecutionMutation
+from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
+from history.kernel.workflow_tasks import time_out_workflow_task_txn
+from history.models import (
+    ActivityState,
+    ExecutionStatus,
+    PendingActivity,
+    TimerKind,
+    TimerTask,
+    WorkflowExecution,
+)
+
+log = logging.getLogger("chronicle.timers")
+
+
+@dataclass(frozen=True)
+class ShardFence:
+    shard_id: int
+    range_id: int
+
+
+class ShardFenceLost(ChronicleError):
+    def __init__(self, shard_id: int) -> None:
+        super().__init__(ErrorCode.CONFLICT, f"shard {shard_id} was taken over")
+        self.shard_id = shard_id
+
+
+def check_fence(fence: ShardFence) -> None:
+    """Take the shard row FOR SHARE and check this owner's range_id still holds."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT range_id FROM history_shard WHERE shard_id = %s FOR SHARE", [fence.shard_id])
+        row = cursor.fetchone()
+    if row is None or row[0] != fence.range_id:
+        raise ShardFenceLost(fence.shard_id)
+
+
+def fire_timers(fence: ShardFence, timer_ids: list[tuple[int, str]]) -> int:
+    """Fire the given (timer id, run id) rows of one shard in one transaction; return fired count."""
+    fired = 0
+    with transaction.atomic(durable=True):
+        check_fence(fence)
+        run_ids = sorted({run_id for _, run_id in timer_ids})
+        runs = {str(r.run_id): r for r in WorkflowExecution.objects.select_for_update()
+                .select_related("namespace").filter(run_id__in=run_ids).order_by("run_id")}
+        timers = {t.id: t for t in TimerTask.objects.select_for_update(skip_locked=True)
+                  .filter(id__in=[tid for tid, _ in timer_ids])}
+        mutations: dict[str, ExecutionMutation] = {}
+        for timer_id, run_id in timer_ids:
+            timer = timers.get(timer_id)
+            execution = runs.get(run_id)
+            if timer is None or execution is None:
+                continue
+            mutation = mutations.get(run_id) or ExecutionMutation(execution, execution.namespace)
+            mutations[run_id] = mutation
+            if _fire_one(mutation, timer):
+                fired += 1
+        for mutation in mutations.values():
+            mutation.save()
+        crash_point("daemon_after_fire_before_commit")
+    return fired
+
+
+def _fire_one(m: ExecutionMutation, timer: TimerTask) -> bool:
+    """Apply one timer; return True if it changed the run. The row is deleted or moved."""
+    ex = m.execution
+    kind = timer.kind
+    if kind == TimerKind.RETENTION:
+        if ex.status != ExecutionStatus.RUNNING:
+            ex.delete()
+            m._events.clear()
+            return True
+        timer.delete()
+        return False
+    if not ex.is_running:
+        timer.delete()
+        return False
+    if kind == TimerKind.ACTIVITY_TIMEOUT and timer.timeout_type == "HEARTBEAT":
+        activity = _activity(ex, timer)
+        if activity is not None and activity.last_heartbeat_time is not None:
+            due = activity.last_heartbeat_time + timedelta(seconds=activity.heartbeat_timeout)
+            if due > m.now:
+                timer.fire_at = due  # a heartbeat arrived: push the check forward
+                timer.save(update_fields=["fire_at"])
+                return False
+    timer.delete()
+    return _HANDLERS[kind](m, timer)
+
+
+def _activity(ex: WorkflowExecution, timer: TimerTask) -> PendingActivity | None:
+    return PendingActivity.objects.filter(run=ex, scheduled_event_id=timer.scheduled_event_id).first()
+
+
+def _user_timer(m: ExecutionMutation, timer: TimerTask) -> bool:
+    m.add_outside_event("TimerFired", {"timer_id": timer.timer_id, "started_event_id": timer.scheduled_event_id})
+    return True
+
+
+def _activity_timeout(m: ExecutionMutation, timer: TimerTask) -> bool:
+    activity = _activity(m.execution, timer)
+    if activity is None:
+        return False
+    if timer.timeout_type == "SCHEDULE_TO_CLOSE":
+        time_out_activity_txn(m, activity, "SCHEDULE_TO_CLOSE")
+        return True
+    if activity.attempt != timer.attempt:
+        return False
+    expected = ActivityState.SCHEDULED if timer.timeout_type == "SCHEDULE_TO_START" else ActivityState.STARTED
+    if activity.state != expected:
+        return False
+    time_out_activity_txn(m, activity, timer.timeout_type)
+    return True
+
+
+def _activity_retry(m: ExecutionMutation, timer: TimerTask) -> bool:
+    activity = _activity(m.execution, timer)
+    if activity is None or activity.attempt != timer.attempt or activity.state != ActivityState.SCHEDULED:
+        return False
+    redispatch_activity_txn(m, activity)
+    return True
+
+
+def _workflow_task_timeout(m: ExecutionMutation, timer: TimerTask) -> bool:
+    ex = m.execution
+    if ex.wft_scheduled_event_id != timer.scheduled_event_id or ex.wft_attempt != timer.attempt:
+        return False
+    if timer.kind == TimerKind.STICKY_TIMEOUT:
+        if ex.wft_started_event_id != 0:
+            return False
+        time_out_workflow_task_txn(m, timeout_type="SCHEDULE_TO_START")
+        return True
+    if ex.wft_started_event_id == 0:
+        return False
+    time_out_workflow_task_txn(m, timeout_type="START_TO_CLOSE")
+    return True
+
+
+def _workflow_timeout(m: ExecutionMutation, timer: TimerTask) -> bool:
+    m.execution.failure = {"message": "workflow timed out", "timeout_failure_info": {"timeout_type": "START_TO_CLOSE"}}
+    m.close(ExecutionStatus.TIMED_OUT, "WorkflowExecutionTimedOut", {"retry_state": "RETRY_STATE_TIMEOUT"})
+    return True
+
+
+def _workflow_backoff(m: ExecutionMutation, timer: TimerTask) -> bool:
+    m.execution.wft_backoff_until = None
+    m.schedule_workflow_task()
+    return True
+
+
+_HANDLERS = {
+    TimerKind.USER_TIMER: _user_timer,
+    TimerKind.ACTIVITY_TIMEOUT: _activity_timeout,
+    TimerKind.ACTIVITY_RETRY: _activity_retry,
+    TimerKind.WORKFLOW_TASK_TIMEOUT: _workflow_task_timeout,
+    TimerKind.STICKY_TIMEOUT: _workflow_task_timeout,
+    TimerKind.WORKFLOW_RUN_TIMEOUT: _workflow_timeout,
+    TimerKind.WORKFLOW_EXECUTION_TIMEOUT: _workflow_timeout,
+    TimerKind.WORKFLOW_BACKOFF: _workflow_backoff,
+}

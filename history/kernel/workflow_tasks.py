@@ -1,0 +1,284 @@
+"""Workflow tasks: record started (for matching), complete with commands, fail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from chronicle.errors import ChronicleError, ErrorCode, invalid
+from history.faults import crash_point
+from history.kernel import tokens
+from history.kernel._mutation import ExecutionMutation, check_payload, lock_run
+from history.kernel.commands import CommandRejected, apply_commands, validate_command_list
+from history.models import HistoryEvent, WorkflowExecution
+
+TRANSIENT_NOTE = "transient workflow task: these events are not yet in history"
+
+
+@dataclass
+class WorkflowTaskResponse:
+    task_token: str
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    task_queue: str
+    attempt: int
+    previous_started_event_id: int
+    started_event_id: int
+    history: list[dict[str, Any]]
+    query: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task_token": self.task_token,
+            "workflow_execution": {"workflow_id": self.workflow_id, "run_id": self.run_id},
+            "workflow_type": {"name": self.workflow_type},
+            "workflow_execution_task_queue": {"name": self.task_queue},
+            "attempt": self.attempt,
+            "previous_started_event_id": self.previous_started_event_id,
+            "started_event_id": self.started_event_id,
+            "history": {"events": self.history},
+            "query": self.query,
+        }
+
+
+def serialize_event(event: HistoryEvent) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+        "event_time": event.event_time.isoformat(),
+        "attributes": event.attributes,
+    }
+
+
+def _history_for(ex: WorkflowExecution, *, after: int) -> list[dict[str, Any]]:
+    events = HistoryEvent.objects.filter(run=ex, event_id__gt=after).order_by("event_id")
+    return [serialize_event(e) for e in events]
+
+
+def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
+    if ex.wft_attempt == 1:
+        return []
+    time = (ex.wft_started_time or ex.wft_scheduled_time)
+    stamp = time.isoformat() if time else None
+    return [
+        {"event_id": ex.wft_scheduled_event_id, "event_type": "WorkflowTaskScheduled", "event_time": stamp,
+         "attributes": {"task_queue": {"name": ex.wft_task_queue}, "attempt": ex.wft_attempt,
+                        "start_to_close_timeout": ex.task_timeout}},
+        {"event_id": ex.wft_started_event_id, "event_type": "WorkflowTaskStarted", "event_time": stamp,
+         "attributes": {"scheduled_event_id": ex.wft_scheduled_event_id, "identity": ex.wft_identity,
+                        "request_id": ex.wft_request_id}},
+    ]
+
+
+def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> WorkflowTaskResponse:
+    """The poll answer: full history, or only new events on a sticky queue."""
+    token = tokens.encode({"k": "wft", "r": str(ex.run_id), "s": ex.wft_scheduled_event_id,
+                           "st": ex.wft_started_event_id, "a": ex.wft_attempt})
+    after = ex.last_wft_started_event_id if sticky else 0
+    return WorkflowTaskResponse(
+        task_token=token, workflow_id=ex.workflow_id, run_id=str(ex.run_id),
+        workflow_type=ex.workflow_type, task_queue=ex.task_queue, attempt=ex.wft_attempt,
+        previous_started_event_id=ex.last_wft_started_event_id,
+        started_event_id=ex.wft_started_event_id,
+        history=_history_for(ex, after=after) + _transient_events(ex),
+    )
+
+
+def record_workflow_task_started_txn(
+    ex: WorkflowExecution, *, scheduled_event_id: int, attempt: int, task_queue: str,
+    identity: str, request_id: str,
+) -> WorkflowTaskResponse | None:
+    """Start the run's pending workflow task if the claimed row is still current.
+
+    Precondition: inside a transaction with ``ex`` locked ``FOR UPDATE``. Returns
+    None when the row is stale (the task already started, completed or moved).
+    """
+    assert transaction.get_connection().in_atomic_block
+    if (not ex.is_running or ex.wft_scheduled_event_id != scheduled_event_id
+            or ex.wft_started_event_id != 0 or ex.wft_attempt != attempt
+            or ex.wft_task_queue != task_queue):
+        return None
+    mutation = ExecutionMutation(ex, ex.namespace)
+    mutation.start_workflow_task(identity=identity, request_id=request_id)
+    mutation.save()
+    return build_workflow_task_response(ex, sticky=task_queue == ex.sticky_task_queue != "")
+
+
+def _lock_for_token(token: dict[str, Any]) -> WorkflowExecution:
+    ex = lock_run(token["r"])
+    if (not ex.is_running or ex.wft_scheduled_event_id != token["s"]
+            or ex.wft_started_event_id != token["st"] or ex.wft_attempt != token["a"]
+            or token["st"] == 0):
+        raise ChronicleError(ErrorCode.STALE_TASK, "Workflow task not found.")
+    return ex
+
+
+@dataclass
+class CompletionResult:
+    new_workflow_task: WorkflowTaskResponse | None = None
+    activity_tasks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def respond_workflow_task_completed(
+    *, task_token: str, commands: list[dict[str, Any]], identity: str = "",
+    sticky_task_queue: str = "", sticky_schedule_to_start_timeout: float = 0.0,
+    return_new_workflow_task: bool = False, force_create_new_workflow_task: bool = False,
+) -> CompletionResult:
+    """Apply a completed workflow task's commands (temporal-semantics §2)."""
+    token = tokens.decode(task_token, "wft")
+    validate_command_list(commands)
+    result: CompletionResult | None = None
+    rejected: CommandRejected | None = None
+    with transaction.atomic(durable=True):
+        ex = _lock_for_token(token)
+        namespace = ex.namespace
+        mutation = ExecutionMutation(ex, namespace)
+        closes = bool(commands) and commands[-1]["command_type"] in _CLOSE_COMMANDS
+        if closes and ex.buffered_events:
+            _fail_task(mutation, "WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND",
+                       {"message": "new events arrived while the workflow task ran"}, identity,
+                       count_attempt=False)
+            mutation.save()
+            return CompletionResult()
+        try:
+            for command in commands:
+                check_payload(namespace, command.get("attributes", {}), command["command_type"])
+        except ChronicleError as exc:
+            _fail_task(mutation, "WORKFLOW_TASK_FAILED_CAUSE_BAD_BINARY", {"message": exc.message},
+                       identity, count_attempt=False)
+            mutation.close("Terminated", "WorkflowExecutionTerminated",
+                           {"reason": exc.message, "identity": "history-service", "details": None})
+            mutation.save()
+            return CompletionResult()
+        completed_id = _write_completed(mutation, identity)
+        try:
+            eager = apply_commands(mutation, commands, completed_event_id=completed_id, identity=identity)
+        except CommandRejected as exc:
+            rejected = exc
+            transaction.set_rollback(True)
+        else:
+            result = _finish_completion(
+                mutation, eager, identity=identity, sticky_task_queue=sticky_task_queue,
+                sticky_schedule_to_start_timeout=sticky_schedule_to_start_timeout,
+                return_new_workflow_task=return_new_workflow_task,
+                force_create_new_workflow_task=force_create_new_workflow_task)
+            crash_point("before_commit")
+    if result is not None:
+        crash_point("after_commit_before_reply")
+        return result
+    # A rejected command fails the task; the rollback above discarded the partial write.
+    assert rejected is not None
+    with transaction.atomic(durable=True):
+        ex = _lock_for_token(token)
+        mutation = ExecutionMutation(ex, ex.namespace)
+        _fail_task(mutation, rejected.cause, {"message": rejected.message}, identity, count_attempt=True)
+        mutation.save()
+    return CompletionResult()
+
+
+def _finish_completion(
+    mutation: ExecutionMutation, eager: list[dict[str, Any]], *, identity: str, sticky_task_queue: str,
+    sticky_schedule_to_start_timeout: float, return_new_workflow_task: bool,
+    force_create_new_workflow_task: bool,
+) -> CompletionResult:
+    """After the commands: stickiness, the buffer flush, the next task, the save."""
+    ex = mutation.execution
+    ex.sticky_task_queue = sticky_task_queue if ex.is_running else ""
+    if sticky_schedule_to_start_timeout > 0:
+        ex.sticky_schedule_to_start_timeout = sticky_schedule_to_start_timeout
+    had_buffered = mutation.flush_buffer()
+    if ex.is_running and (had_buffered or force_create_new_workflow_task or mutation.force_new_task):
+        mutation.schedule_workflow_task()
+    new_task = None
+    if return_new_workflow_task and ex.is_running and ex.wft_scheduled_event_id and not ex.sticky_task_queue:
+        mutation.start_workflow_task(identity=identity, request_id="inline")
+        mutation.save()
+        new_task = build_workflow_task_response(ex, sticky=False)
+    else:
+        mutation.save()
+    return CompletionResult(new_workflow_task=new_task, activity_tasks=eager)
+
+
+_CLOSE_COMMANDS = frozenset({
+    "CompleteWorkflowExecution", "FailWorkflowExecution", "CancelWorkflowExecution",
+    "ContinueAsNewWorkflowExecution",
+})
+
+
+def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
+    """Write WorkflowTaskCompleted (with the transient Scheduled/Started first)."""
+    ex = mutation.execution
+    if ex.wft_attempt > 1:
+        ex.wft_scheduled_event_id = mutation.append("WorkflowTaskScheduled", {
+            "task_queue": {"name": ex.wft_task_queue}, "start_to_close_timeout": ex.task_timeout,
+            "attempt": ex.wft_attempt})
+        ex.wft_started_event_id = mutation.append("WorkflowTaskStarted", {
+            "scheduled_event_id": ex.wft_scheduled_event_id, "identity": ex.wft_identity,
+            "request_id": ex.wft_request_id})
+    completed = mutation.append("WorkflowTaskCompleted", {
+        "scheduled_event_id": ex.wft_scheduled_event_id, "started_event_id": ex.wft_started_event_id,
+        "identity": identity})
+    ex.last_wft_started_event_id = ex.wft_started_event_id
+    ex.last_wft_completed_event_id = completed
+    mutation.clear_workflow_task()
+    ex.wft_attempt = 1
+    return completed
+
+
+def _fail_task(
+    mutation: ExecutionMutation, cause: str, failure: dict[str, Any], identity: str, *, count_attempt: bool,
+) -> None:
+    """Fail the in-flight workflow task and schedule its retry (never fails the run)."""
+    ex = mutation.execution
+    on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
+    if ex.wft_attempt == 1:
+        mutation.append("WorkflowTaskFailed", {
+            "scheduled_event_id": ex.wft_scheduled_event_id, "started_event_id": ex.wft_started_event_id,
+            "cause": cause, "failure": failure, "identity": identity})
+    attempt = ex.wft_attempt + 1 if count_attempt and not on_sticky else 1
+    ex.sticky_task_queue = ""
+    mutation.clear_workflow_task()
+    had_buffered = mutation.flush_buffer()
+    mutation.schedule_workflow_task(attempt=1 if had_buffered else attempt)
+
+
+def respond_workflow_task_failed(
+    *, task_token: str, cause: str, failure: dict[str, Any], identity: str = "",
+) -> None:
+    token = tokens.decode(task_token, "wft")
+    if not cause:
+        raise invalid("cause is required")
+    with transaction.atomic(durable=True):
+        ex = _lock_for_token(token)
+        mutation = ExecutionMutation(ex, ex.namespace)
+        _fail_task(mutation, cause, failure, identity, count_attempt=True)
+        mutation.save()
+
+
+def time_out_workflow_task_txn(mutation: ExecutionMutation, *, timeout_type: str) -> None:
+    """Called by the timer queue when a started task overruns or a sticky one waits too long."""
+    ex = mutation.execution
+    if timeout_type == "SCHEDULE_TO_START":
+        mutation.append("WorkflowTaskTimedOut", {
+            "scheduled_event_id": ex.wft_scheduled_event_id, "started_event_id": 0,
+            "timeout_type": "SCHEDULE_TO_START"})
+        attempt = ex.wft_attempt
+        ex.sticky_task_queue = ""
+        mutation.clear_workflow_task()
+        mutation.flush_buffer()
+        mutation.schedule_workflow_task(attempt=attempt)
+        return
+    if ex.wft_attempt == 1:
+        mutation.append("WorkflowTaskTimedOut", {
+            "scheduled_event_id": ex.wft_scheduled_event_id, "started_event_id": ex.wft_started_event_id,
+            "timeout_type": "START_TO_CLOSE"})
+    on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
+    attempt = 1 if on_sticky else ex.wft_attempt + 1
+    ex.sticky_task_queue = ""
+    mutation.clear_workflow_task()
+    had_buffered = mutation.flush_buffer()
+    mutation.schedule_workflow_task(attempt=1 if had_buffered else attempt)
+

@@ -1,0 +1,22 @@
+"""``python manage.py run_shard_owner``: lease shards and fire their timers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import connection
+
+from history.shard_owner import ShardOwner
+from chronicle.db import listen_conninfo
+
+
+class Command(BaseCommand):
+    help = "Run a shard-owner daemon: lease shards, fire their timers."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--owner", default=None, help="owner name (default host:pid)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        connection.ensure_connection()
+        ShardOwner(owner=options["owner"]).run(listen_conninfo())

@@ -1,0 +1,277 @@
+"""The state the kernel owns: executions' mutable state, events, pending work, tasks.
+
+Only ``history.kernel`` writes these tables. Every per-execution table carries
+``shard_id`` so a distributed PostgreSQL can co-locate an execution's rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+from django.db.models import Q
+
+
+class ExecutionStatus(models.TextChoices):
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    CANCELED = "Canceled"
+    TERMINATED = "Terminated"
+    CONTINUED_AS_NEW = "ContinuedAsNew"
+    TIMED_OUT = "TimedOut"
+
+
+class WorkflowExecution(models.Model):
+    """One run: its mutable state. History is the log; this row is its summary."""
+
+    run_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
+    workflow_id = models.CharField(max_length=1000)
+    workflow_type = models.CharField(max_length=1000)
+    task_queue = models.CharField(max_length=1000)
+    shard_id = models.IntegerField()
+    status = models.CharField(max_length=20, choices=ExecutionStatus.choices)
+    next_event_id = models.BigIntegerField(default=1)
+    history_size_bytes = models.BigIntegerField(default=0)
+    start_time = models.DateTimeField()
+    execution_time = models.DateTimeField()
+    close_time = models.DateTimeField(null=True, blank=True)
+    execution_timeout = models.FloatField(default=0)
+    run_timeout = models.FloatField(default=0)
+    task_timeout = models.FloatField(default=10)
+    execution_expiration_time = models.DateTimeField(null=True, blank=True)
+    retry_policy = models.JSONField(null=True, blank=True)
+    attempt = models.IntegerField(default=1)
+    memo = models.JSONField(default=dict)
+    search_attributes = models.JSONField(default=dict)
+    input = models.JSONField(default=list)
+    result = models.JSONField(null=True, blank=True)
+    failure = models.JSONField(null=True, blank=True)
+    create_request_id = models.CharField(max_length=1000, default="")
+    first_run_id = models.UUIDField()
+    previous_run_id = models.UUIDField(null=True, blank=True)
+    new_run_id = models.UUIDField(null=True, blank=True)
+    parent_workflow_id = models.CharField(max_length=1000, null=True, blank=True)
+    parent_run_id = models.UUIDField(null=True, blank=True)
+    signal_count = models.IntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    # Events with outside causes that arrived while a workflow task was in flight.
+    buffered_events = models.JSONField(default=list)
+    # The pending workflow task (0 = none). Transient tasks (attempt > 1) write no events.
+    wft_scheduled_event_id = models.BigIntegerField(default=0)
+    wft_started_event_id = models.BigIntegerField(default=0)
+    wft_attempt = models.IntegerField(default=1)
+    wft_scheduled_time = models.DateTimeField(null=True, blank=True)
+    wft_started_time = models.DateTimeField(null=True, blank=True)
+    wft_task_queue = models.CharField(max_length=1000, default="")
+    wft_identity = models.CharField(max_length=1000, default="")
+    wft_request_id = models.CharField(max_length=100, default="")
+    wft_backoff_until = models.DateTimeField(null=True, blank=True)
+    last_wft_started_event_id = models.BigIntegerField(default=0)
+    last_wft_completed_event_id = models.BigIntegerField(default=0)
+    sticky_task_queue = models.CharField(max_length=1000, default="")
+    sticky_schedule_to_start_timeout = models.FloatField(default=5.0)
+    timer_sequence = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "workflow_id"],
+                condition=Q(status="Running"),
+                name="one_running_run_per_workflow_id",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["namespace", "workflow_id", "-start_time"], name="exec_wid_start"),
+            models.Index(fields=["namespace", "-start_time"], name="exec_ns_start"),
+            models.Index(fields=["namespace", "status", "-start_time"], name="exec_ns_status"),
+            models.Index(fields=["namespace", "workflow_type", "-start_time"], name="exec_ns_type"),
+            models.Index(fields=["namespace", "-close_time"], name="exec_ns_close"),
+            GinIndex(fields=["search_attributes"], name="exec_search_attrs"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}/{self.run_id}"
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == ExecutionStatus.RUNNING
+
+    @property
+    def has_pending_workflow_task(self) -> bool:
+        return self.wft_scheduled_event_id != 0 or self.wft_backoff_until is not None
+
+
+class HistoryEvent(models.Model):
+    """One event of a run's log; (run, event_id) is gapless and strictly increasing."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="events")
+    shard_id = models.IntegerField()
+    event_id = models.BigIntegerField()
+    event_type = models.CharField(max_length=64)
+    event_time = models.DateTimeField()
+    attributes = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "event_id"], name="uniq_event_per_run")
+        ]
+
+
+class ActivityState(models.TextChoices):
+    SCHEDULED = "SCHEDULED"
+    STARTED = "STARTED"
+
+
+class PendingActivity(models.Model):
+    """An activity between ActivityTaskScheduled and its close event."""
+
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="activities")
+    shard_id = models.IntegerField()
+    scheduled_event_id = models.BigIntegerField()
+    activity_id = models.CharField(max_length=1000)
+    activity_type = models.CharField(max_length=1000)
+    task_queue = models.CharField(max_length=1000)
+    input = models.JSONField(default=list)
+    header = models.JSONField(default=dict)
+    schedule_to_close_timeout = models.FloatField(default=0)
+    schedule_to_start_timeout = models.FloatField(default=0)
+    start_to_close_timeout = models.FloatField(default=0)
+    heartbeat_timeout = models.FloatField(default=0)
+    retry_policy = models.JSONField()
+    attempt = models.IntegerField(default=1)
+    state = models.CharField(max_length=16, choices=ActivityState.choices)
+    first_scheduled_time = models.DateTimeField()
+    scheduled_time = models.DateTimeField()
+    started_time = models.DateTimeField(null=True, blank=True)
+    started_identity = models.CharField(max_length=1000, default="")
+    started_request_id = models.CharField(max_length=100, default="")
+    last_heartbeat_time = models.DateTimeField(null=True, blank=True)
+    heartbeat_details = models.JSONField(null=True, blank=True)
+    last_failure = models.JSONField(null=True, blank=True)
+    last_worker_identity = models.CharField(max_length=1000, default="")
+    cancel_requested_event_id = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "scheduled_event_id"], name="uniq_activity_sched"),
+            models.UniqueConstraint(fields=["run", "activity_id"], name="uniq_pending_activity_id"),
+        ]
+
+
+class TaskKind(models.TextChoices):
+    WORKFLOW = "workflow"
+    ACTIVITY = "activity"
+
+
+class Task(models.Model):
+    """A dispatchable task row written by the kernel and claimed by matching.
+
+    A row is a hint, never the state: matching validates it against the run's mutable
+    state when it claims it and drops it if stale, so the kernel never has to wait on
+    a row a poller holds.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
+    task_queue = models.CharField(max_length=1000)
+    kind = models.CharField(max_length=16, choices=TaskKind.choices)
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    shard_id = models.IntegerField()
+    scheduled_event_id = models.BigIntegerField(default=0)
+    attempt = models.IntegerField(default=1)
+    query = models.ForeignKey("WorkflowQuery", null=True, blank=True, on_delete=models.CASCADE)
+    visible_at = models.DateTimeField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["namespace", "task_queue", "kind", "visible_at", "id"], name="task_dispatch"
+            ),
+            models.Index(fields=["run"], name="task_run"),
+        ]
+
+
+class TimerKind(models.TextChoices):
+    USER_TIMER = "user_timer"
+    ACTIVITY_TIMEOUT = "activity_timeout"
+    ACTIVITY_RETRY = "activity_retry"
+    WORKFLOW_TASK_TIMEOUT = "workflow_task_timeout"
+    STICKY_TIMEOUT = "sticky_timeout"
+    WORKFLOW_RUN_TIMEOUT = "workflow_run_timeout"
+    WORKFLOW_EXECUTION_TIMEOUT = "workflow_execution_timeout"
+    WORKFLOW_BACKOFF = "workflow_backoff"
+    RETENTION = "retention"
+
+
+class TimerTask(models.Model):
+    """Every time-based duty. A pending user timer *is* its USER_TIMER row."""
+
+    id = models.BigAutoField(primary_key=True)
+    shard_id = models.IntegerField()
+    fire_at = models.DateTimeField()
+    kind = models.CharField(max_length=32, choices=TimerKind.choices)
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    timer_id = models.CharField(max_length=1000, default="")
+    scheduled_event_id = models.BigIntegerField(default=0)
+    attempt = models.IntegerField(default=0)
+    timeout_type = models.CharField(max_length=32, default="")
+    failures = models.IntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["shard_id", "fire_at"], name="timer_due"),
+            models.Index(fields=["run", "kind"], name="timer_run"),
+        ]
+
+
+class SignalRequest(models.Model):
+    """Request ids of signals a run accepted, for deduplication."""
+
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    request_id = models.CharField(max_length=1000)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "request_id"], name="uniq_signal_request")
+        ]
+
+
+class QueryState(models.TextChoices):
+    PENDING = "PENDING"
+    ANSWERED = "ANSWERED"
+    FAILED = "FAILED"
+
+
+class WorkflowQuery(models.Model):
+    """A query in flight: never history, answered by a worker through matching."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    query_type = models.CharField(max_length=1000)
+    query_args = models.JSONField(default=list)
+    state = models.CharField(max_length=16, choices=QueryState.choices, default=QueryState.PENDING)
+    answer = models.JSONField(null=True, blank=True)
+    error_message = models.TextField(default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class Shard(models.Model):
+    """A lease on a slice of executions; ``range_id`` fences stale owners."""
+
+    shard_id = models.IntegerField(primary_key=True)
+    owner = models.CharField(max_length=200, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    range_id = models.BigIntegerField(default=0)
+
+
+class ShardOwnerProcess(models.Model):
+    """A live shard-owner daemon's registration heartbeat."""
+
+    owner = models.CharField(max_length=200, primary_key=True)
+    heartbeat_at = models.DateTimeField()
+    started_at = models.DateTimeField()

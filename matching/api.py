@@ -1,0 +1,196 @@
+"""Worker endpoints: async long-polls for tasks, and the token-based responses.
+
+The polls are async Django views (DRF has no async views); they share the same
+authentication, tenancy gate, JSON vetting and error shape as the DRF endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chronicle.api import parse_json_body
+from chronicle.conf import engine_settings
+from chronicle.errors import ChronicleError
+from history import kernel
+from history.kernel._mutation import task_wakeup_key
+from history.models import TaskKind
+from matching.dispatch import DispatchThrottled, poll_once, record_poller
+from chronicle.db import listen_conninfo
+from matching.longpoll import hub
+from namespaces.auth import access_namespace, api_key_from_header
+
+ASYNC_ENDPOINTS = [
+    ("/api/v1/namespaces/{namespace}/task-queues/{task_queue}/workflow-tasks/poll", "post", "Poll workflow task"),
+    ("/api/v1/namespaces/{namespace}/task-queues/{task_queue}/activity-tasks/poll", "post", "Poll activity task"),
+]
+
+
+def _db(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    return sync_to_async(fn, thread_sensitive=False)
+
+
+async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str) -> HttpResponse:
+    try:
+        if request.method != "POST":
+            return JsonResponse({"code": "method_not_allowed", "message": "use POST"}, status=405)
+        body = parse_json_body(request.body)
+        key = await _db(api_key_from_header)(request.headers.get("Authorization"))
+        ns = await _db(access_namespace)(key, namespace, "worker")
+        identity = str(body.get("identity") or "")[:1000]
+        settings = engine_settings()
+        timeout = min(float(body.get("timeout") or settings.poll_timeout_seconds), settings.poll_timeout_seconds)
+        hub.ensure_listening(await _db(listen_conninfo)())
+        await _db(record_poller)(ns, task_queue, kind, identity)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        wake_key = task_wakeup_key(ns.id, kind, task_queue)
+        while True:
+            try:
+                task = await _db(poll_once)(ns, task_queue, kind, identity)
+            except DispatchThrottled as throttled:
+                await asyncio.sleep(min(throttled.wait, max(0.0, deadline - loop.time())))
+                task = None
+            if task is not None:
+                return JsonResponse(task)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return HttpResponse(status=204)
+            await hub.wait(wake_key, min(settings.safety_recheck_seconds, remaining))
+    except ChronicleError as exc:
+        response = JsonResponse(exc.as_dict(), status=exc.status)
+        if exc.retry_after is not None:
+            response["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
+        return response
+    except (TypeError, ValueError) as exc:
+        return JsonResponse({"code": "invalid_argument", "message": str(exc)}, status=400)
+
+
+@csrf_exempt
+async def poll_workflow_task(request: HttpRequest, namespace: str, task_queue: str) -> HttpResponse:
+    return await _poll(request, namespace, task_queue, TaskKind.WORKFLOW)
+
+
+@csrf_exempt
+async def poll_activity_task(request: HttpRequest, namespace: str, task_queue: str) -> HttpResponse:
+    return await _poll(request, namespace, task_queue, TaskKind.ACTIVITY)
+
+
+class WorkerApi(APIView):
+    """Base for token-based worker responses: the key needs the worker role."""
+
+    def gate(self, request: Request, namespace: str) -> None:
+        access_namespace(request.auth, namespace, "worker")
+
+
+class TokenSerializer(serializers.Serializer[Any]):
+    task_token = serializers.CharField(max_length=8000)
+    identity = serializers.CharField(max_length=1000, required=False, default="")
+
+
+class WorkflowTaskCompleteApi(WorkerApi):
+    class InputSerializer(TokenSerializer):
+        commands = serializers.ListField(child=serializers.DictField(), required=False, default=list)
+        sticky_task_queue = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        sticky_schedule_to_start_timeout = serializers.FloatField(required=False, default=0, min_value=0)
+        return_new_workflow_task = serializers.BooleanField(required=False, default=False)
+        force_create_new_workflow_task = serializers.BooleanField(required=False, default=False)
+
+    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
+        self.gate(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = kernel.respond_workflow_task_completed(**data.validated_data)
+        return Response({
+            "workflow_task": result.new_workflow_task.as_dict() if result.new_workflow_task else None,
+            "activity_tasks": result.activity_tasks,
+        })
+
+
+class WorkflowTaskFailApi(WorkerApi):
+    class InputSerializer(TokenSerializer):
+        cause = serializers.CharField(max_length=200)
+        failure = serializers.DictField(required=False, default=dict)
+
+    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
+        self.gate(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kernel.respond_workflow_task_failed(**data.validated_data)
+        return Response({})
+
+
+class ActivityTaskCompleteApi(WorkerApi):
+    class InputSerializer(TokenSerializer):
+        result = serializers.JSONField(required=False, default=None)
+
+    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
+        self.gate(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kernel.respond_activity_task_completed(**data.validated_data)
+        return Response({})
+
+
+class ActivityTaskFailApi(WorkerApi):
+    class InputSerializer(TokenSerializer):
+        failure = serializers.DictField()
+        last_heartbeat_details = serializers.JSONField(required=False, default=None)
+
+    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
+        self.gate(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kernel.respond_activity_task_failed(**data.validated_data)
+        return Response({})
+
+
+class ActivityTaskCanceledApi(WorkerApi):
+    class InputSerializer(TokenSerializer):
+        details = serializers.JSONField(required=False, default=None)
+
+    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
+        self.gate(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kernel.respond_activity_task_canceled(**data.validated_data)
+        return Response({})
+
+
+class ActivityTaskHeartbeatApi(WorkerApi):
+    class InputSerializer(serializers.Serializer[Any]):
+        task_token = serializers.CharField(max_length=8000)
+        details = serializers.JSONField(required=False, default=None)
+
+    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
+        self.gate(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        cancel_requested = kernel.record_activity_task_heartbeat(**data.validated_data)
+        return Response({"cancel_requested": cancel_requested})
+
+
+class QueryTaskRespondApi(WorkerApi):
+    class InputSerializer(serializers.Serializer[Any]):
+        task_token = serializers.CharField(max_length=8000)
+        answer = serializers.JSONField(required=False, default=None)
+        error_message = serializers.CharField(required=False, default="", allow_blank=True, max_length=100_000)
+
+    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
+        self.gate(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        kernel.respond_query_task_completed(**data.validated_data)
+        return Response({})
+
+
+__all__ = ["ChronicleError"]

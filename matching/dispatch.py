@@ -1,0 +1,117 @@
+"""Claiming task rows: ``FOR UPDATE SKIP LOCKED``, then record started through the kernel.
+
+A claimed row is validated against the run's state by the kernel; stale rows are
+deleted and the next one is tried, so a row is a hint and never the truth.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from chronicle.errors import ChronicleError, ErrorCode
+from history import kernel
+from history.kernel._mutation import lock_run
+from history.kernel.queries import query_task_token
+from history.models import QueryState, Task, TaskKind
+from matching.models import Poller
+from namespaces.models import Namespace, TaskQueueLimit
+from namespaces.rate_limits import take_token
+
+MAX_STALE_PER_POLL = 50
+_POLLER_SEEN_GRANULARITY = timedelta(seconds=5)
+
+
+class DispatchThrottled(Exception):
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+
+
+def _claim_next(namespace: Namespace, task_queue: str, kind: str) -> Task | None:
+    return (
+        Task.objects.select_for_update(skip_locked=True)
+        .filter(namespace=namespace, task_queue=task_queue, kind=kind, visible_at__lte=timezone.now())
+        .order_by("visible_at", "id")
+        .first()
+    )
+
+
+def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
+    if namespace.dispatch_rps > 0:
+        wait = take_token(f"dispatch:{namespace.id}", rate=namespace.dispatch_rps, burst=namespace.dispatch_rps)
+        if wait:
+            raise DispatchThrottled(wait)
+    limit = TaskQueueLimit.objects.filter(namespace=namespace, task_queue=task_queue).first()
+    if limit is not None and limit.dispatch_rps > 0:
+        wait = take_token(f"dispatch:{namespace.id}:{task_queue}", rate=limit.dispatch_rps, burst=limit.dispatch_rps)
+        if wait:
+            raise DispatchThrottled(wait)
+
+
+def record_poller(namespace: Namespace, task_queue: str, kind: str, identity: str) -> None:
+    now = timezone.now()
+    updated = Poller.objects.filter(
+        namespace=namespace, task_queue=task_queue, kind=kind, identity=identity,
+        last_seen_at__gte=now - _POLLER_SEEN_GRANULARITY,
+    ).exists()
+    if not updated:
+        Poller.objects.update_or_create(
+            namespace=namespace, task_queue=task_queue, kind=kind, identity=identity,
+            defaults={"last_seen_at": now},
+        )
+
+
+def poll_once(namespace: Namespace, task_queue: str, kind: str, identity: str) -> dict[str, Any] | None:
+    """Try to hand out one task now; None when the queue has nothing visible."""
+    _check_dispatch_limits(namespace, task_queue)
+    for _ in range(MAX_STALE_PER_POLL):
+        with transaction.atomic(durable=True):
+            task = _claim_next(namespace, task_queue, kind)
+            if task is None:
+                return None
+            response = _start(task, identity)
+            task.delete()
+        if response is not None:
+            return response
+    return None
+
+
+def _start(task: Task, identity: str) -> dict[str, Any] | None:
+    try:
+        execution = lock_run(task.run_id)
+    except ChronicleError:
+        return None
+    request_id = str(uuid.uuid4())
+    if task.query_id is not None:
+        query = task.query
+        if query is None or query.state != QueryState.PENDING:
+            return None
+        response = kernel.workflow_tasks.build_workflow_task_response(execution, sticky=False)
+        data = response.as_dict()
+        data["task_token"] = query_task_token(query)
+        data["query"] = {"query_id": str(query.id), "query_type": query.query_type, "query_args": query.query_args}
+        return data
+    if task.kind == TaskKind.WORKFLOW:
+        started = kernel.record_workflow_task_started_txn(
+            execution, scheduled_event_id=task.scheduled_event_id, attempt=task.attempt,
+            task_queue=task.task_queue, identity=identity, request_id=request_id)
+        return started.as_dict() if started else None
+    return kernel.record_activity_task_started_txn(
+        execution, scheduled_event_id=task.scheduled_event_id, attempt=task.attempt,
+        identity=identity, request_id=request_id)
+
+
+def queue_backlog(namespace: Namespace, task_queue: str, kind: str) -> dict[str, Any]:
+    qs = Task.objects.filter(namespace=namespace, task_queue=task_queue, kind=kind)
+    oldest = qs.order_by("visible_at").values_list("visible_at", flat=True).first()
+    return {"backlog": qs.count(), "oldest_visible_at": oldest.isoformat() if oldest else None,
+            "pollers": list(Poller.objects.filter(namespace=namespace, task_queue=task_queue, kind=kind)
+                            .values("identity", "last_seen_at"))}
+
+
+__all__ = ["DispatchThrottled", "Q", "poll_once", "queue_backlog", "record_poller"]

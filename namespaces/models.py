@@ -1,0 +1,99 @@
+"""Tenants: namespaces, their API keys, UI memberships and rate-limit buckets."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+
+class Namespace(models.Model):
+    """A tenant. Its limits default to Temporal's server defaults."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=255, unique=True)
+    description = models.TextField(blank=True, default="")
+    retention_days = models.PositiveIntegerField(default=3)
+    # Requests per second across all frontends (0 = unlimited), with a burst multiple.
+    request_rps = models.FloatField(default=2400.0)
+    request_burst_ratio = models.FloatField(default=2.0)
+    # Tasks dispatched per second across all queues of the namespace (0 = unlimited).
+    dispatch_rps = models.FloatField(default=0.0)
+    history_count_warn = models.PositiveIntegerField(default=10_240)
+    history_count_limit = models.PositiveIntegerField(default=51_200)
+    history_size_limit_bytes = models.PositiveBigIntegerField(default=50 * 1024 * 1024)
+    payload_warn_bytes = models.PositiveIntegerField(default=512 * 1024)
+    payload_limit_bytes = models.PositiveIntegerField(default=2 * 1024 * 1024)
+    max_pending_activities = models.PositiveIntegerField(default=2_000)
+    max_pending_children = models.PositiveIntegerField(default=2_000)
+    max_signals_per_execution = models.PositiveIntegerField(default=10_000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TaskQueueLimit(models.Model):
+    """A per-task-queue dispatch rate limit set by a namespace admin."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="queue_limits")
+    task_queue = models.CharField(max_length=255)
+    dispatch_rps = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "task_queue"], name="uniq_queue_limit")
+        ]
+
+
+class Role(models.TextChoices):
+    CLIENT = "client"
+    WORKER = "worker"
+    ADMIN = "admin"
+
+
+class ApiKey(models.Model):
+    """A namespace-scoped key. Only its SHA-256 is stored; the key is shown once."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200)
+    prefix = models.CharField(max_length=16)
+    key_hash = models.CharField(max_length=64, unique=True)
+    roles = ArrayField(models.CharField(max_length=16, choices=Role.choices))
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.namespace.name}/{self.name} ({self.prefix}…)"
+
+
+class MemberRole(models.TextChoices):
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+class Membership(models.Model):
+    """A UI user's role in one namespace."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="members")
+    role = models.CharField(max_length=16, choices=MemberRole.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "namespace"], name="uniq_membership")
+        ]
+
+
+class RateBucket(models.Model):
+    """A token bucket shared by every frontend process (see rate_limits.py)."""
+
+    key = models.CharField(max_length=300, primary_key=True)
+    tokens = models.FloatField()
+    updated_at = models.DateTimeField()
+    granted = models.BooleanField(default=True)
+    throttled_count = models.PositiveBigIntegerField(default=0)

@@ -1,0 +1,29 @@
+"""Gunicorn settings for the Chronicle frontend (ASGI via uvicorn workers).
+
+Used by ``manage.py start_dev``, the Procfile and the systemd unit:
+``gunicorn chronicle.asgi:application -c platform/gunicorn.conf.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Worker processes; each runs an asyncio loop that serves many long-polls at once.
+workers = int(os.environ.get("CHRONICLE_WEB_CONCURRENCY", "2"))
+worker_class = "uvicorn_worker.UvicornWorker"
+
+# Long-polls (task queue polls, history waits) last up to 60 s, so the worker
+# timeout must be comfortably above that.
+timeout = 120
+# Time given to in-flight requests (including long-polls) on reload/shutdown.
+graceful_timeout = 30
+# Keep idle connections open longer than typical load balancer idle timeouts (60 s).
+keepalive = 75
+
+# Access log to stdout, error log to stderr; the supervisor collects both.
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("CHRONICLE_LOG_LEVEL", "info").lower()
+
+# Bind address when not given on the command line (start_dev passes -b).
+bind = os.environ.get("CHRONICLE_BIND", "127.0.0.1:7243")
