@@ -102,7 +102,10 @@ def add_async_endpoints_to_schema(result: dict[str, Any], generator: Any, **kwar
             "security": [{"bearerAuth": []}],
             "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
             "responses": {
-                "200": {"description": "a task", "content": {"application/json": {"schema": {"type": "object"}}}},
+                "200": {
+                    "description": "a task",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
                 "204": {"description": "no task before the poll deadline"},
             },
         }

@@ -8,7 +8,11 @@ from drf_spectacular.views import SpectacularAPIView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]),
+        name="schema",
+    ),
     path("api/v1/namespaces/<str:namespace>/", include("executions.urls")),
     path("api/v1/namespaces/<str:namespace>/", include("matching.urls")),
     path("", include("executions.ui_urls")),

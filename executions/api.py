@@ -16,16 +16,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chronicle.conf import engine_settings
+from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError, ErrorCode
 from executions import selectors
 from history import kernel
 from history.models import QueryState, WorkflowQuery
-from chronicle.db import listen_conninfo
 from matching.longpoll import hub
 from namespaces.auth import access_namespace
 from namespaces.models import Namespace
 
-REUSE = ["ALLOW_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY", "REJECT_DUPLICATE", "TERMINATE_IF_RUNNING"]
+REUSE = [
+    "ALLOW_DUPLICATE",
+    "ALLOW_DUPLICATE_FAILED_ONLY",
+    "REJECT_DUPLICATE",
+    "TERMINATE_IF_RUNNING",
+]
 CONFLICT = ["FAIL", "USE_EXISTING", "TERMINATE_EXISTING"]
 
 
@@ -38,6 +43,7 @@ class NamespaceApi(APIView):
 
 def _wait_for(key: str, timeout: float) -> None:
     """Block this request's thread until ``key`` is notified (or timeout)."""
+
     async def wait() -> None:
         hub.ensure_listening(conninfo)
         await hub.wait(key, timeout)
@@ -72,7 +78,10 @@ class WorkflowListApi(NamespaceApi):
         data = StartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = kernel.start_workflow_execution(ns, kernel.StartRequest(**data.validated_data))
-        return Response({"run_id": result.run_id, "started": result.started}, status=201 if result.started else 200)
+        return Response(
+            {"run_id": result.run_id, "started": result.started},
+            status=201 if result.started else 200,
+        )
 
     class ListSerializer(serializers.Serializer[Any]):
         workflow_type = serializers.CharField(required=False, default="")
@@ -103,7 +112,11 @@ class SignalWithStartApi(NamespaceApi):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
-        signal = (values.pop("signal_name"), values.pop("signal_input"), values.get("request_id", ""))
+        signal = (
+            values.pop("signal_name"),
+            values.pop("signal_input"),
+            values.get("request_id", ""),
+        )
         result = kernel.start_workflow_execution(ns, kernel.StartRequest(**values), signal=signal)
         return Response({"run_id": result.run_id, "started": result.started})
 
@@ -139,7 +152,9 @@ class CancelApi(NamespaceApi):
         ns = self.namespace(request, namespace)
         data = ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        kernel.request_cancel_workflow_execution(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
+        kernel.request_cancel_workflow_execution(
+            ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data
+        )
         return Response({})
 
 
@@ -175,8 +190,10 @@ class QueryApi(NamespaceApi):
                     raise ChronicleError(ErrorCode.QUERY_FAILED, query.error_message)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ChronicleError(ErrorCode.DEADLINE_EXCEEDED,
-                                         "no worker answered the query in time (is a worker polling the task queue?)")
+                    raise ChronicleError(
+                        ErrorCode.DEADLINE_EXCEEDED,
+                        "no worker answered the query in time (is a worker polling the task queue?)",
+                    )
                 _wait_for(f"query:{query.id}", min(remaining, engine_settings().safety_recheck_seconds))
         finally:
             WorkflowQuery.objects.filter(id=query.id).delete()
@@ -195,14 +212,27 @@ class HistoryApi(NamespaceApi):
         params.is_valid(raise_exception=True)
         p = params.validated_data
         execution = selectors.execution_get(ns, workflow_id, run_id)
-        events, cursor = selectors.history_page(execution, after_event_id=p["after_event_id"], page_size=p["page_size"])
+        events, cursor = selectors.history_page(
+            execution, after_event_id=p["after_event_id"], page_size=p["page_size"]
+        )
         if not events and p["wait_new_event"] and execution.is_running:
-            limit = min(p["timeout"] or engine_settings().history_wait_seconds, engine_settings().history_wait_seconds)
+            limit = min(
+                p["timeout"] or engine_settings().history_wait_seconds,
+                engine_settings().history_wait_seconds,
+            )
             deadline = time.monotonic() + limit
             while not events and (remaining := deadline - time.monotonic()) > 0:
                 _wait_for(str(execution.run_id), min(remaining, engine_settings().safety_recheck_seconds))
                 events, cursor = selectors.history_page(
-                    execution, after_event_id=p["after_event_id"], page_size=p["page_size"])
+                    execution, after_event_id=p["after_event_id"], page_size=p["page_size"]
+                )
         execution.refresh_from_db()
-        return Response({"events": events, "next_after_event_id": cursor, "status": execution.status,
-                         "run_id": str(execution.run_id), "new_run_id": str(execution.new_run_id) if execution.new_run_id else None})
+        return Response(
+            {
+                "events": events,
+                "next_after_event_id": cursor,
+                "status": execution.status,
+                "run_id": str(execution.run_id),
+                "new_run_id": str(execution.new_run_id) if execution.new_run_id else None,
+            }
+        )

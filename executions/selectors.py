@@ -32,12 +32,18 @@ def execution_get(namespace: Namespace, workflow_id: str, run_id: str | None) ->
 
 def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
     return {
-        "workflow_id": ex.workflow_id, "run_id": str(ex.run_id), "workflow_type": ex.workflow_type,
-        "task_queue": ex.task_queue, "status": ex.status,
-        "start_time": ex.start_time.isoformat(), "execution_time": ex.execution_time.isoformat(),
+        "workflow_id": ex.workflow_id,
+        "run_id": str(ex.run_id),
+        "workflow_type": ex.workflow_type,
+        "task_queue": ex.task_queue,
+        "status": ex.status,
+        "start_time": ex.start_time.isoformat(),
+        "execution_time": ex.execution_time.isoformat(),
         "close_time": ex.close_time.isoformat() if ex.close_time else None,
-        "history_length": ex.next_event_id - 1, "history_size_bytes": ex.history_size_bytes,
-        "memo": ex.memo, "search_attributes": ex.search_attributes,
+        "history_length": ex.next_event_id - 1,
+        "history_size_bytes": ex.history_size_bytes,
+        "memo": ex.memo,
+        "search_attributes": ex.search_attributes,
         "first_run_id": str(ex.first_run_id),
         "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
         "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
@@ -46,42 +52,65 @@ def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
 
 def execution_describe(ex: WorkflowExecution) -> dict[str, Any]:
     pending = [
-        {"activity_id": a.activity_id, "activity_type": a.activity_type, "state": a.state,
-         "attempt": a.attempt, "scheduled_event_id": a.scheduled_event_id,
-         "last_failure": a.last_failure, "heartbeat_details": a.heartbeat_details,
-         "last_heartbeat_time": a.last_heartbeat_time.isoformat() if a.last_heartbeat_time else None,
-         "next_attempt_schedule_time": a.scheduled_time.isoformat() if a.state == "SCHEDULED" else None,
-         "last_worker_identity": a.last_worker_identity}
+        {
+            "activity_id": a.activity_id,
+            "activity_type": a.activity_type,
+            "state": a.state,
+            "attempt": a.attempt,
+            "scheduled_event_id": a.scheduled_event_id,
+            "last_failure": a.last_failure,
+            "heartbeat_details": a.heartbeat_details,
+            "last_heartbeat_time": a.last_heartbeat_time.isoformat() if a.last_heartbeat_time else None,
+            "next_attempt_schedule_time": a.scheduled_time.isoformat() if a.state == "SCHEDULED" else None,
+            "last_worker_identity": a.last_worker_identity,
+        }
         for a in PendingActivity.objects.filter(run=ex).order_by("scheduled_event_id")
     ]
     return {
         **execution_summary(ex),
-        "result": ex.result, "failure": ex.failure,
-        "execution_timeout": ex.execution_timeout, "run_timeout": ex.run_timeout,
-        "task_timeout": ex.task_timeout, "pending_activities": pending,
+        "result": ex.result,
+        "failure": ex.failure,
+        "execution_timeout": ex.execution_timeout,
+        "run_timeout": ex.run_timeout,
+        "task_timeout": ex.task_timeout,
+        "pending_activities": pending,
         "pending_workflow_task": {
-            "scheduled_event_id": ex.wft_scheduled_event_id, "started": bool(ex.wft_started_event_id),
-            "attempt": ex.wft_attempt, "task_queue": ex.wft_task_queue,
-        } if ex.wft_scheduled_event_id else None,
+            "scheduled_event_id": ex.wft_scheduled_event_id,
+            "started": bool(ex.wft_started_event_id),
+            "attempt": ex.wft_attempt,
+            "task_queue": ex.wft_task_queue,
+        }
+        if ex.wft_scheduled_event_id
+        else None,
         "sticky_task_queue": ex.sticky_task_queue,
     }
 
 
-def history_page(ex: WorkflowExecution, *, after_event_id: int, page_size: int) -> tuple[list[dict[str, Any]], int | None]:
+def history_page(
+    ex: WorkflowExecution, *, after_event_id: int, page_size: int
+) -> tuple[list[dict[str, Any]], int | None]:
     """Events after ``after_event_id``; the second value is the next page's cursor."""
     page_size = max(1, min(page_size, HISTORY_MAX_PAGE))
-    events = list(HistoryEvent.objects.filter(run=ex, event_id__gt=after_event_id)
-                  .order_by("event_id")[: page_size + 1])
+    events = list(
+        HistoryEvent.objects.filter(run=ex, event_id__gt=after_event_id).order_by("event_id")[: page_size + 1]
+    )
     more = len(events) > page_size
     events = events[:page_size]
     return [serialize_event(e) for e in events], (events[-1].event_id if more else None)
 
 
 def execution_list(
-    namespace: Namespace, *, workflow_type: str = "", status: str = "", workflow_id: str = "",
-    started_after: datetime | None = None, started_before: datetime | None = None,
-    closed_after: datetime | None = None, closed_before: datetime | None = None,
-    page_size: int = 100, cursor: str = "",
+    namespace: Namespace,
+    *,
+    workflow_type: str = "",
+    status: str = "",
+    workflow_id: str = "",
+    started_after: datetime | None = None,
+    started_before: datetime | None = None,
+    closed_after: datetime | None = None,
+    closed_before: datetime | None = None,
+    page_size: int = 100,
+    cursor: str = "",
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Newest first, keyset-paginated on (start_time, run_id) so deep pages stay fast."""
     qs = WorkflowExecution.objects.filter(namespace=namespace)

@@ -116,9 +116,7 @@ class HistoryEvent(models.Model):
     attributes = models.JSONField(default=dict)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["run", "event_id"], name="uniq_event_per_run")
-        ]
+        constraints = [models.UniqueConstraint(fields=["run", "event_id"], name="uniq_event_per_run")]
 
 
 class ActivityState(models.TextChoices):
@@ -236,9 +234,7 @@ class SignalRequest(models.Model):
     request_id = models.CharField(max_length=1000)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["run", "request_id"], name="uniq_signal_request")
-        ]
+        constraints = [models.UniqueConstraint(fields=["run", "request_id"], name="uniq_signal_request")]
 
 
 class QueryState(models.TextChoices):

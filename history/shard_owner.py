@@ -50,12 +50,16 @@ class ShardOwner:
         existing = Shard.objects.count()
         if existing < self.settings.shards:
             Shard.objects.bulk_create(
-                [Shard(shard_id=i) for i in range(self.settings.shards)], ignore_conflicts=True)
+                [Shard(shard_id=i) for i in range(self.settings.shards)], ignore_conflicts=True
+            )
 
     def heartbeat(self) -> None:
         now = timezone.now()
         ShardOwnerProcess.objects.update_or_create(
-            owner=self.owner, defaults={"heartbeat_at": now}, create_defaults={"heartbeat_at": now, "started_at": now})
+            owner=self.owner,
+            defaults={"heartbeat_at": now},
+            create_defaults={"heartbeat_at": now, "started_at": now},
+        )
 
     def fair_share(self) -> int:
         live = ShardOwnerProcess.objects.filter(heartbeat_at__gte=timezone.now() - self.lease).count()
@@ -83,8 +87,9 @@ class ShardOwner:
         changed = False
         if len(self.owned) > target:
             for shard_id in sorted(self.owned)[target:]:
-                Shard.objects.filter(shard_id=shard_id, owner=self.owner, range_id=self.owned[shard_id]).update(
-                    owner="", lease_expires_at=None)
+                Shard.objects.filter(
+                    shard_id=shard_id, owner=self.owner, range_id=self.owned[shard_id]
+                ).update(owner="", lease_expires_at=None)
                 self.owned.pop(shard_id)
                 self.next_fire.pop(shard_id, None)
                 log.info("released shard %d", shard_id)
@@ -94,9 +99,10 @@ class ShardOwner:
             return changed
         now = timezone.now()
         with transaction.atomic():
-            free = list(Shard.objects.select_for_update(skip_locked=True)
-                        .filter(lease_expires_at__isnull=True) | Shard.objects.select_for_update(skip_locked=True)
-                        .filter(lease_expires_at__lt=now))[:want]
+            free = list(
+                Shard.objects.select_for_update(skip_locked=True).filter(lease_expires_at__isnull=True)
+                | Shard.objects.select_for_update(skip_locked=True).filter(lease_expires_at__lt=now)
+            )[:want]
             for shard in free:
                 shard.owner = self.owner
                 shard.range_id += 1
@@ -117,19 +123,26 @@ class ShardOwner:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT s, (SELECT min(fire_at) FROM history_timertask WHERE shard_id = s) "
-                "FROM unnest(%s::int[]) AS s", [list(self.owned)])
+                "FROM unnest(%s::int[]) AS s",
+                [list(self.owned)],
+            )
             self.next_fire = dict(cursor.fetchall())
 
     def fire_due_timers(self) -> bool:
         """Fire every due row of owned shards; return whether anything fired."""
         now = timezone.now()
-        due_shards = [s for s, at in self.next_fire.items() if at is not None and at <= now and s in self.owned]
+        due_shards = [
+            s for s, at in self.next_fire.items() if at is not None and at <= now and s in self.owned
+        ]
         did = False
         for shard_id in due_shards:
             fence = ShardFence(shard_id, self.owned[shard_id])
             while True:
-                rows = list(TimerTask.objects.filter(shard_id=shard_id, fire_at__lte=timezone.now())
-                            .order_by("fire_at").values_list("id", "run_id")[:FIRE_BATCH])
+                rows = list(
+                    TimerTask.objects.filter(shard_id=shard_id, fire_at__lte=timezone.now())
+                    .order_by("fire_at")
+                    .values_list("id", "run_id")[:FIRE_BATCH]
+                )
                 if not rows:
                     break
                 try:
@@ -142,7 +155,8 @@ class ShardOwner:
                 except Exception:
                     log.exception("firing timers of shard %d failed; backing off those rows", shard_id)
                     TimerTask.objects.filter(id__in=[tid for tid, _ in rows]).update(
-                        fire_at=timezone.now() + timedelta(seconds=5))
+                        fire_at=timezone.now() + timedelta(seconds=5)
+                    )
                     break
                 did = True
                 if len(rows) < FIRE_BATCH:

@@ -20,18 +20,26 @@ from rest_framework.views import APIView
 
 from chronicle.api import parse_json_body
 from chronicle.conf import engine_settings
+from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError
 from history import kernel
 from history.kernel._mutation import task_wakeup_key
 from history.models import TaskKind
 from matching.dispatch import DispatchThrottled, poll_once, record_poller
-from chronicle.db import listen_conninfo
 from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
 
 ASYNC_ENDPOINTS = [
-    ("/api/v1/namespaces/{namespace}/task-queues/{task_queue}/workflow-tasks/poll", "post", "Poll workflow task"),
-    ("/api/v1/namespaces/{namespace}/task-queues/{task_queue}/activity-tasks/poll", "post", "Poll activity task"),
+    (
+        "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/workflow-tasks/poll",
+        "post",
+        "Poll workflow task",
+    ),
+    (
+        "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/activity-tasks/poll",
+        "post",
+        "Poll activity task",
+    ),
 ]
 
 
@@ -48,7 +56,10 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
         ns = await _db(access_namespace)(key, namespace, "worker")
         identity = str(body.get("identity") or "")[:1000]
         settings = engine_settings()
-        timeout = min(float(body.get("timeout") or settings.poll_timeout_seconds), settings.poll_timeout_seconds)
+        timeout = min(
+            float(body.get("timeout") or settings.poll_timeout_seconds),
+            settings.poll_timeout_seconds,
+        )
         hub.ensure_listening(await _db(listen_conninfo)())
         await _db(record_poller)(ns, task_queue, kind, identity)
         loop = asyncio.get_running_loop()
@@ -100,7 +111,9 @@ class TokenSerializer(serializers.Serializer[Any]):
 class WorkflowTaskCompleteApi(WorkerApi):
     class InputSerializer(TokenSerializer):
         commands = serializers.ListField(child=serializers.DictField(), required=False, default=list)
-        sticky_task_queue = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        sticky_task_queue = serializers.CharField(
+            max_length=1000, required=False, default="", allow_blank=True
+        )
         sticky_schedule_to_start_timeout = serializers.FloatField(required=False, default=0, min_value=0)
         return_new_workflow_task = serializers.BooleanField(required=False, default=False)
         force_create_new_workflow_task = serializers.BooleanField(required=False, default=False)
@@ -110,10 +123,12 @@ class WorkflowTaskCompleteApi(WorkerApi):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = kernel.respond_workflow_task_completed(**data.validated_data)
-        return Response({
-            "workflow_task": result.new_workflow_task.as_dict() if result.new_workflow_task else None,
-            "activity_tasks": result.activity_tasks,
-        })
+        return Response(
+            {
+                "workflow_task": result.new_workflow_task.as_dict() if result.new_workflow_task else None,
+                "activity_tasks": result.activity_tasks,
+            }
+        )
 
 
 class WorkflowTaskFailApi(WorkerApi):
@@ -183,7 +198,9 @@ class QueryTaskRespondApi(WorkerApi):
     class InputSerializer(serializers.Serializer[Any]):
         task_token = serializers.CharField(max_length=8000)
         answer = serializers.JSONField(required=False, default=None)
-        error_message = serializers.CharField(required=False, default="", allow_blank=True, max_length=100_000)
+        error_message = serializers.CharField(
+            required=False, default="", allow_blank=True, max_length=100_000
+        )
 
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import ChronicleError
 from history import kernel
 from history.kernel._mutation import lock_run
 from history.kernel.queries import query_task_token
@@ -43,12 +43,18 @@ def _claim_next(namespace: Namespace, task_queue: str, kind: str) -> Task | None
 
 def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
     if namespace.dispatch_rps > 0:
-        wait = take_token(f"dispatch:{namespace.id}", rate=namespace.dispatch_rps, burst=namespace.dispatch_rps)
+        wait = take_token(
+            f"dispatch:{namespace.id}", rate=namespace.dispatch_rps, burst=namespace.dispatch_rps
+        )
         if wait:
             raise DispatchThrottled(wait)
     limit = TaskQueueLimit.objects.filter(namespace=namespace, task_queue=task_queue).first()
     if limit is not None and limit.dispatch_rps > 0:
-        wait = take_token(f"dispatch:{namespace.id}:{task_queue}", rate=limit.dispatch_rps, burst=limit.dispatch_rps)
+        wait = take_token(
+            f"dispatch:{namespace.id}:{task_queue}",
+            rate=limit.dispatch_rps,
+            burst=limit.dispatch_rps,
+        )
         if wait:
             raise DispatchThrottled(wait)
 
@@ -56,12 +62,18 @@ def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
 def record_poller(namespace: Namespace, task_queue: str, kind: str, identity: str) -> None:
     now = timezone.now()
     updated = Poller.objects.filter(
-        namespace=namespace, task_queue=task_queue, kind=kind, identity=identity,
+        namespace=namespace,
+        task_queue=task_queue,
+        kind=kind,
+        identity=identity,
         last_seen_at__gte=now - _POLLER_SEEN_GRANULARITY,
     ).exists()
     if not updated:
         Poller.objects.update_or_create(
-            namespace=namespace, task_queue=task_queue, kind=kind, identity=identity,
+            namespace=namespace,
+            task_queue=task_queue,
+            kind=kind,
+            identity=identity,
             defaults={"last_seen_at": now},
         )
 
@@ -94,24 +106,43 @@ def _start(task: Task, identity: str) -> dict[str, Any] | None:
         response = kernel.workflow_tasks.build_workflow_task_response(execution, sticky=False)
         data = response.as_dict()
         data["task_token"] = query_task_token(query)
-        data["query"] = {"query_id": str(query.id), "query_type": query.query_type, "query_args": query.query_args}
+        data["query"] = {
+            "query_id": str(query.id),
+            "query_type": query.query_type,
+            "query_args": query.query_args,
+        }
         return data
     if task.kind == TaskKind.WORKFLOW:
         started = kernel.record_workflow_task_started_txn(
-            execution, scheduled_event_id=task.scheduled_event_id, attempt=task.attempt,
-            task_queue=task.task_queue, identity=identity, request_id=request_id)
+            execution,
+            scheduled_event_id=task.scheduled_event_id,
+            attempt=task.attempt,
+            task_queue=task.task_queue,
+            identity=identity,
+            request_id=request_id,
+        )
         return started.as_dict() if started else None
     return kernel.record_activity_task_started_txn(
-        execution, scheduled_event_id=task.scheduled_event_id, attempt=task.attempt,
-        identity=identity, request_id=request_id)
+        execution,
+        scheduled_event_id=task.scheduled_event_id,
+        attempt=task.attempt,
+        identity=identity,
+        request_id=request_id,
+    )
 
 
 def queue_backlog(namespace: Namespace, task_queue: str, kind: str) -> dict[str, Any]:
     qs = Task.objects.filter(namespace=namespace, task_queue=task_queue, kind=kind)
     oldest = qs.order_by("visible_at").values_list("visible_at", flat=True).first()
-    return {"backlog": qs.count(), "oldest_visible_at": oldest.isoformat() if oldest else None,
-            "pollers": list(Poller.objects.filter(namespace=namespace, task_queue=task_queue, kind=kind)
-                            .values("identity", "last_seen_at"))}
+    return {
+        "backlog": qs.count(),
+        "oldest_visible_at": oldest.isoformat() if oldest else None,
+        "pollers": list(
+            Poller.objects.filter(namespace=namespace, task_queue=task_queue, kind=kind).values(
+                "identity", "last_seen_at"
+            )
+        ),
+    }
 
 
 __all__ = ["DispatchThrottled", "Q", "poll_once", "queue_backlog", "record_poller"]

@@ -14,5 +14,7 @@ class Poller(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["namespace", "task_queue", "kind", "identity"], name="uniq_poller")
+            models.UniqueConstraint(
+                fields=["namespace", "task_queue", "kind", "identity"], name="uniq_poller"
+            )
         ]

@@ -59,9 +59,7 @@ def access_namespace(key: ApiKey, namespace_name: str, role: str) -> Namespace:
     if namespace.name != namespace_name:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"namespace {namespace_name!r} not found")
     if role not in key.roles:
-        raise ChronicleError(
-            ErrorCode.PERMISSION_DENIED, f"this API key lacks the {role!r} role"
-        )
+        raise ChronicleError(ErrorCode.PERMISSION_DENIED, f"this API key lacks the {role!r} role")
     wait = take_token(
         f"rps:{namespace.id}",
         rate=namespace.request_rps,

@@ -43,9 +43,7 @@ class TaskQueueLimit(models.Model):
     dispatch_rps = models.FloatField()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["namespace", "task_queue"], name="uniq_queue_limit")
-        ]
+        constraints = [models.UniqueConstraint(fields=["namespace", "task_queue"], name="uniq_queue_limit")]
 
 
 class Role(models.TextChoices):
@@ -84,9 +82,7 @@ class Membership(models.Model):
     role = models.CharField(max_length=16, choices=MemberRole.choices)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "namespace"], name="uniq_membership")
-        ]
+        constraints = [models.UniqueConstraint(fields=["user", "namespace"], name="uniq_membership")]
 
 
 class RateBucket(models.Model):

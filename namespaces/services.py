@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from namespaces.auth import hash_key
-from namespaces.models import ApiKey, Membership, MemberRole, Namespace, Role
+from namespaces.models import ApiKey, MemberRole, Membership, Namespace, Role
 
 
 def namespace_create(*, name: str, **settings: Any) -> Namespace:
@@ -32,9 +32,7 @@ def bootstrap_dev_namespace(existing: dict[str, Any] | None = None) -> dict[str,
     namespace, _ = Namespace.objects.get_or_create(name="default")
     raw = (existing or {}).get("api_key")
     if not raw or not ApiKey.objects.filter(key_hash=hash_key(raw), revoked_at=None).exists():
-        _, raw = api_key_issue(
-            namespace=namespace, name="dev", roles=[Role.CLIENT, Role.WORKER, Role.ADMIN]
-        )
+        _, raw = api_key_issue(namespace=namespace, name="dev", roles=[Role.CLIENT, Role.WORKER, Role.ADMIN])
     user_model = get_user_model()
     password = (existing or {}).get("ui_password") or secrets.token_urlsafe(12)
     user, created = user_model.objects.get_or_create(username="admin")
@@ -43,7 +41,5 @@ def bootstrap_dev_namespace(existing: dict[str, Any] | None = None) -> dict[str,
         user.is_staff = True
         user.is_superuser = True
         user.save()
-    Membership.objects.update_or_create(
-        user=user, namespace=namespace, defaults={"role": MemberRole.ADMIN}
-    )
+    Membership.objects.update_or_create(user=user, namespace=namespace, defaults={"role": MemberRole.ADMIN})
     return {"namespace": "default", "api_key": raw, "ui_user": "admin", "ui_password": password}

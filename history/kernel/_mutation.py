@@ -170,8 +170,14 @@ class ExecutionMutation:
         if attempt == 1:
             ex.wft_scheduled_event_id = self.append(
                 "WorkflowTaskScheduled",
-                {"task_queue": {"name": queue, "kind": "STICKY" if ex.sticky_task_queue else "NORMAL"},
-                 "start_to_close_timeout": ex.task_timeout, "attempt": 1},
+                {
+                    "task_queue": {
+                        "name": queue,
+                        "kind": "STICKY" if ex.sticky_task_queue else "NORMAL",
+                    },
+                    "start_to_close_timeout": ex.task_timeout,
+                    "attempt": 1,
+                },
             )
         else:
             # Transient: the Scheduled and Started events exist only in memory.
@@ -209,9 +215,13 @@ class ExecutionMutation:
         if ex.wft_attempt == 1:
             ex.wft_started_event_id = self.append(
                 "WorkflowTaskStarted",
-                {"scheduled_event_id": ex.wft_scheduled_event_id, "identity": identity,
-                 "request_id": request_id, "history_size_bytes": ex.history_size_bytes,
-                 "suggest_continue_as_new": ex.next_event_id >= 4096},
+                {
+                    "scheduled_event_id": ex.wft_scheduled_event_id,
+                    "identity": identity,
+                    "request_id": request_id,
+                    "history_size_bytes": ex.history_size_bytes,
+                    "suggest_continue_as_new": ex.next_event_id >= 4096,
+                },
             )
         else:
             ex.wft_started_event_id = ex.wft_scheduled_event_id + 1
@@ -224,8 +234,14 @@ class ExecutionMutation:
 
     # -- rows ---------------------------------------------------------------------
     def add_task(
-        self, kind: str, task_queue: str, scheduled_event_id: int, attempt: int,
-        *, visible_at: datetime | None = None, query_id: uuid.UUID | None = None,
+        self,
+        kind: str,
+        task_queue: str,
+        scheduled_event_id: int,
+        attempt: int,
+        *,
+        visible_at: datetime | None = None,
+        query_id: uuid.UUID | None = None,
     ) -> None:
         self._tasks.append(
             Task(
@@ -245,8 +261,13 @@ class ExecutionMutation:
 
     def add_timer(self, kind: str, fire_at: datetime, **fields: Any) -> None:
         self._timers.append(
-            TimerTask(shard_id=self.execution.shard_id, fire_at=fire_at, kind=kind,
-                      run=self.execution, **fields)
+            TimerTask(
+                shard_id=self.execution.shard_id,
+                fire_at=fire_at,
+                kind=kind,
+                run=self.execution,
+                **fields,
+            )
         )
         self._notifications.add((TIMERS_CHANNEL, f"{self.execution.shard_id}|{fire_at.timestamp()}"))
 
@@ -276,9 +297,7 @@ class ExecutionMutation:
                 "(SELECT id FROM history_task WHERE run_id = %s FOR UPDATE SKIP LOCKED)",
                 [ex.run_id],
             )
-        self.add_timer(
-            TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days)
-        )
+        self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
 
     def enforce_history_limits(self) -> None:
         """Past the namespace's history limits the run is terminated (Temporal's rule)."""
@@ -292,11 +311,18 @@ class ExecutionMutation:
             reason = "Workflow history size exceeds limit."
         else:
             if count >= self.namespace.history_count_warn:
-                log.warning("run %s has %d events (warn at %d)", ex.run_id, count,
-                            self.namespace.history_count_warn)
+                log.warning(
+                    "run %s has %d events (warn at %d)",
+                    ex.run_id,
+                    count,
+                    self.namespace.history_count_warn,
+                )
             return
-        self.close(ExecutionStatus.TERMINATED, "WorkflowExecutionTerminated",
-                   {"reason": reason, "identity": "history-service", "details": None})
+        self.close(
+            ExecutionStatus.TERMINATED,
+            "WorkflowExecutionTerminated",
+            {"reason": reason, "identity": "history-service", "details": None},
+        )
 
     def save(self) -> None:
         """Write events, state, rows and notifications inside the caller's transaction."""
@@ -331,29 +357,25 @@ def lock_execution(
     namespace: Namespace, workflow_id: str, run_id: str | uuid.UUID | None = None
 ) -> WorkflowExecution:
     """Lock a run ``FOR UPDATE``: the given run, else the current (latest) one."""
-    qs = WorkflowExecution.objects.select_for_update().filter(
-        namespace=namespace, workflow_id=workflow_id
-    )
+    qs = WorkflowExecution.objects.select_for_update().filter(namespace=namespace, workflow_id=workflow_id)
     if run_id:
         try:
             execution = qs.filter(run_id=uuid.UUID(str(run_id))).first()
         except ValueError:
             raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "run_id must be a UUID") from None
     else:
-        execution = qs.filter(status=ExecutionStatus.RUNNING).first() or qs.order_by(
-            "-start_time"
-        ).first()
+        execution = qs.filter(status=ExecutionStatus.RUNNING).first() or qs.order_by("-start_time").first()
     if execution is None:
-        raise ChronicleError(
-            ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found"
-        )
+        raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
     return execution
 
 
 def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
     execution = (
-        WorkflowExecution.objects.select_for_update().select_related("namespace")
-        .filter(run_id=run_id).first()
+        WorkflowExecution.objects.select_for_update()
+        .select_related("namespace")
+        .filter(run_id=run_id)
+        .first()
     )
     if execution is None:
         raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found")

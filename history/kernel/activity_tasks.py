@@ -20,33 +20,71 @@ from history.models import ActivityState, PendingActivity, TaskKind, TimerKind, 
 
 
 def schedule_activity_txn(
-    m: ExecutionMutation, *, activity_id: str, activity_type: str, task_queue: str, input: list[Any],
-    header: dict[str, Any], retry_policy: dict[str, Any], schedule_to_close: float,
-    schedule_to_start: float, start_to_close: float, heartbeat: float, completed_event_id: int,
+    m: ExecutionMutation,
+    *,
+    activity_id: str,
+    activity_type: str,
+    task_queue: str,
+    input: list[Any],
+    header: dict[str, Any],
+    retry_policy: dict[str, Any],
+    schedule_to_close: float,
+    schedule_to_start: float,
+    start_to_close: float,
+    heartbeat: float,
+    completed_event_id: int,
     dispatch: bool = True,
 ) -> PendingActivity:
     """Write ActivityTaskScheduled and the pending row; raise ValueError on bad timeouts."""
     t = normalize_activity_timeouts(
-        schedule_to_close=schedule_to_close, schedule_to_start=schedule_to_start,
-        start_to_close=start_to_close, heartbeat=heartbeat, run_timeout=m.execution.run_timeout)
-    scheduled = m.append("ActivityTaskScheduled", {
-        "activity_id": activity_id, "activity_type": {"name": activity_type},
-        "task_queue": {"name": task_queue}, "input": input, "header": header,
-        "schedule_to_close_timeout": t.schedule_to_close, "schedule_to_start_timeout": t.schedule_to_start,
-        "start_to_close_timeout": t.start_to_close, "heartbeat_timeout": t.heartbeat,
-        "retry_policy": retry_policy, "workflow_task_completed_event_id": completed_event_id,
-    })
+        schedule_to_close=schedule_to_close,
+        schedule_to_start=schedule_to_start,
+        start_to_close=start_to_close,
+        heartbeat=heartbeat,
+        run_timeout=m.execution.run_timeout,
+    )
+    scheduled = m.append(
+        "ActivityTaskScheduled",
+        {
+            "activity_id": activity_id,
+            "activity_type": {"name": activity_type},
+            "task_queue": {"name": task_queue},
+            "input": input,
+            "header": header,
+            "schedule_to_close_timeout": t.schedule_to_close,
+            "schedule_to_start_timeout": t.schedule_to_start,
+            "start_to_close_timeout": t.start_to_close,
+            "heartbeat_timeout": t.heartbeat,
+            "retry_policy": retry_policy,
+            "workflow_task_completed_event_id": completed_event_id,
+        },
+    )
     activity = PendingActivity.objects.create(
-        run=m.execution, shard_id=m.execution.shard_id, scheduled_event_id=scheduled,
-        activity_id=activity_id, activity_type=activity_type, task_queue=task_queue, input=input,
-        header=header, schedule_to_close_timeout=t.schedule_to_close,
-        schedule_to_start_timeout=t.schedule_to_start, start_to_close_timeout=t.start_to_close,
-        heartbeat_timeout=t.heartbeat, retry_policy=retry_policy, state=ActivityState.SCHEDULED,
-        first_scheduled_time=m.now, scheduled_time=m.now,
+        run=m.execution,
+        shard_id=m.execution.shard_id,
+        scheduled_event_id=scheduled,
+        activity_id=activity_id,
+        activity_type=activity_type,
+        task_queue=task_queue,
+        input=input,
+        header=header,
+        schedule_to_close_timeout=t.schedule_to_close,
+        schedule_to_start_timeout=t.schedule_to_start,
+        start_to_close_timeout=t.start_to_close,
+        heartbeat_timeout=t.heartbeat,
+        retry_policy=retry_policy,
+        state=ActivityState.SCHEDULED,
+        first_scheduled_time=m.now,
+        scheduled_time=m.now,
     )
     if t.schedule_to_close > 0:
-        m.add_timer(TimerKind.ACTIVITY_TIMEOUT, m.now + timedelta(seconds=t.schedule_to_close),
-                    scheduled_event_id=scheduled, attempt=0, timeout_type="SCHEDULE_TO_CLOSE")
+        m.add_timer(
+            TimerKind.ACTIVITY_TIMEOUT,
+            m.now + timedelta(seconds=t.schedule_to_close),
+            scheduled_event_id=scheduled,
+            attempt=0,
+            timeout_type="SCHEDULE_TO_CLOSE",
+        )
     if dispatch:
         _dispatch_attempt(m, activity)
     return activity
@@ -55,15 +93,22 @@ def schedule_activity_txn(
 def _dispatch_attempt(m: ExecutionMutation, activity: PendingActivity) -> None:
     m.add_task(TaskKind.ACTIVITY, activity.task_queue, activity.scheduled_event_id, activity.attempt)
     s2s = activity.schedule_to_start_timeout
-    if s2s > 0 and s2s < activity.schedule_to_close_timeout or (s2s > 0 and not activity.schedule_to_close_timeout):
-        m.add_timer(TimerKind.ACTIVITY_TIMEOUT, m.now + timedelta(seconds=s2s),
-                    scheduled_event_id=activity.scheduled_event_id, attempt=activity.attempt,
-                    timeout_type="SCHEDULE_TO_START")
+    if (s2s > 0 and s2s < activity.schedule_to_close_timeout) or (
+        s2s > 0 and not activity.schedule_to_close_timeout
+    ):
+        m.add_timer(
+            TimerKind.ACTIVITY_TIMEOUT,
+            m.now + timedelta(seconds=s2s),
+            scheduled_event_id=activity.scheduled_event_id,
+            attempt=activity.attempt,
+            timeout_type="SCHEDULE_TO_START",
+        )
 
 
 def activity_task_dict(ex: WorkflowExecution, activity: PendingActivity) -> dict[str, Any]:
-    token = tokens.encode({"k": "act", "r": str(ex.run_id), "s": activity.scheduled_event_id,
-                           "a": activity.attempt})
+    token = tokens.encode(
+        {"k": "act", "r": str(ex.run_id), "s": activity.scheduled_event_id, "a": activity.attempt}
+    )
     return {
         "task_token": token,
         "workflow_execution": {"workflow_id": ex.workflow_id, "run_id": str(ex.run_id)},
@@ -88,7 +133,11 @@ def activity_task_dict(ex: WorkflowExecution, activity: PendingActivity) -> dict
 
 
 def start_activity_txn(
-    m: ExecutionMutation, activity: PendingActivity, *, identity: str, request_id: str,
+    m: ExecutionMutation,
+    activity: PendingActivity,
+    *,
+    identity: str,
+    request_id: str,
 ) -> dict[str, Any]:
     """Mark the attempt started (no event yet) and arm its start-to-close/heartbeat timers."""
     activity.state = ActivityState.STARTED
@@ -97,18 +146,31 @@ def start_activity_txn(
     activity.started_request_id = request_id
     activity.last_heartbeat_time = None
     activity.save()
-    m.add_timer(TimerKind.ACTIVITY_TIMEOUT, m.now + timedelta(seconds=activity.start_to_close_timeout),
-                scheduled_event_id=activity.scheduled_event_id, attempt=activity.attempt,
-                timeout_type="START_TO_CLOSE")
+    m.add_timer(
+        TimerKind.ACTIVITY_TIMEOUT,
+        m.now + timedelta(seconds=activity.start_to_close_timeout),
+        scheduled_event_id=activity.scheduled_event_id,
+        attempt=activity.attempt,
+        timeout_type="START_TO_CLOSE",
+    )
     if activity.heartbeat_timeout > 0:
-        m.add_timer(TimerKind.ACTIVITY_TIMEOUT, m.now + timedelta(seconds=activity.heartbeat_timeout),
-                    scheduled_event_id=activity.scheduled_event_id, attempt=activity.attempt,
-                    timeout_type="HEARTBEAT")
+        m.add_timer(
+            TimerKind.ACTIVITY_TIMEOUT,
+            m.now + timedelta(seconds=activity.heartbeat_timeout),
+            scheduled_event_id=activity.scheduled_event_id,
+            attempt=activity.attempt,
+            timeout_type="HEARTBEAT",
+        )
     return activity_task_dict(m.execution, activity)
 
 
 def record_activity_task_started_txn(
-    ex: WorkflowExecution, *, scheduled_event_id: int, attempt: int, identity: str, request_id: str,
+    ex: WorkflowExecution,
+    *,
+    scheduled_event_id: int,
+    attempt: int,
+    identity: str,
+    request_id: str,
 ) -> dict[str, Any] | None:
     """For matching: start the claimed attempt if still current; None if stale."""
     if not ex.is_running:
@@ -124,25 +186,39 @@ def record_activity_task_started_txn(
 
 def _lock_activity(token: dict[str, Any]) -> tuple[ExecutionMutation, PendingActivity]:
     ex = lock_run(token["r"])
-    activity = (PendingActivity.objects.select_for_update()
-                .filter(run=ex, scheduled_event_id=token["s"]).first()) if ex.is_running else None
+    activity = (
+        (PendingActivity.objects.select_for_update().filter(run=ex, scheduled_event_id=token["s"]).first())
+        if ex.is_running
+        else None
+    )
     if activity is None or activity.attempt != token["a"] or activity.state != ActivityState.STARTED:
         raise ChronicleError(ErrorCode.STALE_TASK, "activity task not found (stale or completed)")
     return ExecutionMutation(ex, ex.namespace), activity
 
 
-def _close_activity(m: ExecutionMutation, activity: PendingActivity, event_type: str, attrs: dict[str, Any]) -> None:
+def _close_activity(
+    m: ExecutionMutation, activity: PendingActivity, event_type: str, attrs: dict[str, Any]
+) -> None:
     """Write the late ActivityTaskStarted and the close event; wake the workflow."""
     if activity.state == ActivityState.STARTED:
-        m.add_outside_event("ActivityTaskStarted", {
-            "scheduled_event_id": activity.scheduled_event_id, "identity": activity.started_identity,
-            "request_id": activity.started_request_id, "attempt": activity.attempt,
-            "last_failure": activity.last_failure}, schedule_task=False)
+        m.add_outside_event(
+            "ActivityTaskStarted",
+            {
+                "scheduled_event_id": activity.scheduled_event_id,
+                "identity": activity.started_identity,
+                "request_id": activity.started_request_id,
+                "attempt": activity.attempt,
+                "last_failure": activity.last_failure,
+            },
+            schedule_task=False,
+        )
         started: Any = PREVIOUS_EVENT
     else:
         started = 0
-    m.add_outside_event(event_type, {"scheduled_event_id": activity.scheduled_event_id,
-                                     "started_event_id": started, **attrs})
+    m.add_outside_event(
+        event_type,
+        {"scheduled_event_id": activity.scheduled_event_id, "started_event_id": started, **attrs},
+    )
     activity.delete()
 
 
@@ -158,23 +234,49 @@ def respond_activity_task_completed(*, task_token: str, result: Any, identity: s
         try:
             check_payload(m.namespace, result, "activity result")
         except ChronicleError as exc:
-            failure = {"message": exc.message, "source": "server", "non_retryable": True,
-                       "server_failure_info": {"non_retryable": True}}
-            _close_activity(m, activity, "ActivityTaskFailed", {
-                "failure": failure, "identity": identity, "retry_state": "RETRY_STATE_NON_RETRYABLE_FAILURE"})
+            failure = {
+                "message": exc.message,
+                "source": "server",
+                "non_retryable": True,
+                "server_failure_info": {"non_retryable": True},
+            }
+            _close_activity(
+                m,
+                activity,
+                "ActivityTaskFailed",
+                {
+                    "failure": failure,
+                    "identity": identity,
+                    "retry_state": "RETRY_STATE_NON_RETRYABLE_FAILURE",
+                },
+            )
         else:
             _close_activity(m, activity, "ActivityTaskCompleted", {"result": result, "identity": identity})
         _finish(m)
     crash_point("after_commit_before_reply")
 
 
-def _fail_attempt(m: ExecutionMutation, activity: PendingActivity, failure: dict[str, Any],
-                  identity: str, *, timeout_type: str = "") -> None:
+def _fail_attempt(
+    m: ExecutionMutation,
+    activity: PendingActivity,
+    failure: dict[str, Any],
+    identity: str,
+    *,
+    timeout_type: str = "",
+) -> None:
     """Retry the attempt per its policy, or write the final failure or timeout."""
-    expiration = (activity.first_scheduled_time + timedelta(seconds=activity.schedule_to_close_timeout)
-                  if activity.schedule_to_close_timeout else None)
-    decision = decide_retry(activity.retry_policy, attempt=activity.attempt, failure=failure,
-                            now=m.now, expiration=expiration)
+    expiration = (
+        activity.first_scheduled_time + timedelta(seconds=activity.schedule_to_close_timeout)
+        if activity.schedule_to_close_timeout
+        else None
+    )
+    decision = decide_retry(
+        activity.retry_policy,
+        attempt=activity.attempt,
+        failure=failure,
+        now=m.now,
+        expiration=expiration,
+    )
     if decision.retry:
         activity.attempt += 1
         activity.last_failure = _trim_failure(failure)
@@ -183,15 +285,28 @@ def _fail_attempt(m: ExecutionMutation, activity: PendingActivity, failure: dict
         activity.started_time = None
         activity.scheduled_time = m.now + timedelta(seconds=decision.delay)
         activity.save()
-        m.add_timer(TimerKind.ACTIVITY_RETRY, activity.scheduled_time,
-                    scheduled_event_id=activity.scheduled_event_id, attempt=activity.attempt)
+        m.add_timer(
+            TimerKind.ACTIVITY_RETRY,
+            activity.scheduled_time,
+            scheduled_event_id=activity.scheduled_event_id,
+            attempt=activity.attempt,
+        )
         m.notify_history()
         return
     if timeout_type:
-        _close_activity(m, activity, "ActivityTaskTimedOut", {"failure": failure, "retry_state": decision.retry_state})
+        _close_activity(
+            m,
+            activity,
+            "ActivityTaskTimedOut",
+            {"failure": failure, "retry_state": decision.retry_state},
+        )
     else:
-        _close_activity(m, activity, "ActivityTaskFailed",
-                        {"failure": failure, "identity": identity, "retry_state": decision.retry_state})
+        _close_activity(
+            m,
+            activity,
+            "ActivityTaskFailed",
+            {"failure": failure, "identity": identity, "retry_state": decision.retry_state},
+        )
 
 
 def _trim_failure(failure: dict[str, Any]) -> dict[str, Any]:
@@ -203,7 +318,11 @@ def _trim_failure(failure: dict[str, Any]) -> dict[str, Any]:
 
 
 def respond_activity_task_failed(
-    *, task_token: str, failure: dict[str, Any], identity: str = "", last_heartbeat_details: Any = None,
+    *,
+    task_token: str,
+    failure: dict[str, Any],
+    identity: str = "",
+    last_heartbeat_details: Any = None,
 ) -> None:
     token = tokens.decode(task_token, "act")
     if not isinstance(failure, dict):
@@ -223,9 +342,16 @@ def respond_activity_task_canceled(*, task_token: str, details: Any = None, iden
         m, activity = _lock_activity(token)
         if not activity.cancel_requested_event_id:
             raise invalid("the activity has no cancel request")
-        _close_activity(m, activity, "ActivityTaskCanceled", {
-            "details": details, "identity": identity,
-            "latest_cancel_requested_event_id": activity.cancel_requested_event_id})
+        _close_activity(
+            m,
+            activity,
+            "ActivityTaskCanceled",
+            {
+                "details": details,
+                "identity": identity,
+                "latest_cancel_requested_event_id": activity.cancel_requested_event_id,
+            },
+        )
         _finish(m)
 
 
@@ -243,13 +369,23 @@ def record_activity_task_heartbeat(*, task_token: str, details: Any = None) -> b
 
 def cancel_activity_txn(m: ExecutionMutation, activity: PendingActivity, *, completed_event_id: int) -> None:
     """RequestCancelActivityTask: an unstarted activity is canceled in the same completion."""
-    requested = m.append("ActivityTaskCancelRequested", {
-        "scheduled_event_id": activity.scheduled_event_id,
-        "workflow_task_completed_event_id": completed_event_id})
+    requested = m.append(
+        "ActivityTaskCancelRequested",
+        {
+            "scheduled_event_id": activity.scheduled_event_id,
+            "workflow_task_completed_event_id": completed_event_id,
+        },
+    )
     if activity.state == ActivityState.SCHEDULED:
-        m.append("ActivityTaskCanceled", {
-            "scheduled_event_id": activity.scheduled_event_id, "started_event_id": 0,
-            "latest_cancel_requested_event_id": requested, "identity": ""})
+        m.append(
+            "ActivityTaskCanceled",
+            {
+                "scheduled_event_id": activity.scheduled_event_id,
+                "started_event_id": 0,
+                "latest_cancel_requested_event_id": requested,
+                "identity": "",
+            },
+        )
         activity.delete()
         m.force_new_task = True
         return
@@ -259,14 +395,28 @@ def cancel_activity_txn(m: ExecutionMutation, activity: PendingActivity, *, comp
 
 def time_out_activity_txn(m: ExecutionMutation, activity: PendingActivity, timeout_type: str) -> None:
     """An activity timer fired: retry StartToClose/Heartbeat, end on the other two."""
-    failure = {"message": f"activity {timeout_type} timeout", "source": "server",
-               "timeout_failure_info": {"timeout_type": timeout_type,
-                                        "last_heartbeat_details": activity.heartbeat_details},
-               "type": f"TemporalTimeout:{_title(timeout_type)}", "cause": activity.last_failure}
+    failure = {
+        "message": f"activity {timeout_type} timeout",
+        "source": "server",
+        "timeout_failure_info": {
+            "timeout_type": timeout_type,
+            "last_heartbeat_details": activity.heartbeat_details,
+        },
+        "type": f"TemporalTimeout:{_title(timeout_type)}",
+        "cause": activity.last_failure,
+    }
     if timeout_type in ("SCHEDULE_TO_START", "SCHEDULE_TO_CLOSE"):
-        _close_activity(m, activity, "ActivityTaskTimedOut",
-                        {"failure": failure, "retry_state": "RETRY_STATE_NON_RETRYABLE_FAILURE"
-                         if timeout_type == "SCHEDULE_TO_START" else "RETRY_STATE_TIMEOUT"})
+        _close_activity(
+            m,
+            activity,
+            "ActivityTaskTimedOut",
+            {
+                "failure": failure,
+                "retry_state": "RETRY_STATE_NON_RETRYABLE_FAILURE"
+                if timeout_type == "SCHEDULE_TO_START"
+                else "RETRY_STATE_TIMEOUT",
+            },
+        )
         return
     _fail_attempt(m, activity, failure, activity.started_identity, timeout_type=timeout_type)
 

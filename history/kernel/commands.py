@@ -8,7 +8,11 @@ from typing import Any
 
 from chronicle.errors import invalid
 from history.kernel._mutation import ExecutionMutation
-from history.kernel.activity_tasks import cancel_activity_txn, schedule_activity_txn, start_activity_txn
+from history.kernel.activity_tasks import (
+    cancel_activity_txn,
+    schedule_activity_txn,
+    start_activity_txn,
+)
 from history.kernel.executions import continue_as_new_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
@@ -39,7 +43,11 @@ def validate_command_list(commands: Any) -> None:
 
 
 def apply_commands(
-    mutation: ExecutionMutation, commands: list[dict[str, Any]], *, completed_event_id: int, identity: str,
+    mutation: ExecutionMutation,
+    commands: list[dict[str, Any]],
+    *,
+    completed_event_id: int,
+    identity: str,
 ) -> list[dict[str, Any]]:
     """Apply commands in order; return the activity tasks started eagerly."""
     eager: list[dict[str, Any]] = []
@@ -65,7 +73,9 @@ def _name(attrs: dict[str, Any], name: str, cause: str) -> str:
     return value
 
 
-def _schedule_activity(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> dict[str, Any] | None:
+def _schedule_activity(
+    m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str
+) -> dict[str, Any] | None:
     cause = "BAD_SCHEDULE_ACTIVITY_ATTRIBUTES"
     activity_id = _name(a, "activity_id", cause)
     activity_type = a.get("activity_type")
@@ -84,13 +94,19 @@ def _schedule_activity(m: ExecutionMutation, a: dict[str, Any], wtc: int, identi
     queue_name = (queue.get("name") if isinstance(queue, dict) else queue) or m.execution.task_queue
     try:
         activity = schedule_activity_txn(
-            m, activity_id=activity_id, activity_type=type_name, task_queue=queue_name,
-            input=a.get("input") or [], header=a.get("header") or {}, retry_policy=policy,
+            m,
+            activity_id=activity_id,
+            activity_type=type_name,
+            task_queue=queue_name,
+            input=a.get("input") or [],
+            header=a.get("header") or {},
+            retry_policy=policy,
             schedule_to_close=_seconds(a, "schedule_to_close_timeout", cause),
             schedule_to_start=_seconds(a, "schedule_to_start_timeout", cause),
             start_to_close=_seconds(a, "start_to_close_timeout", cause),
             heartbeat=_seconds(a, "heartbeat_timeout", cause),
-            completed_event_id=wtc, dispatch=not (a.get("request_eager_execution") and queue_name == m.execution.task_queue),
+            completed_event_id=wtc,
+            dispatch=not (a.get("request_eager_execution") and queue_name == m.execution.task_queue),
         )
     except ValueError as exc:
         raise CommandRejected(cause, str(exc)) from None
@@ -114,10 +130,20 @@ def _start_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: st
         raise CommandRejected("BAD_START_TIMER_ATTRIBUTES", "start_to_fire_timeout must be positive")
     if TimerTask.objects.filter(run=m.execution, kind=TimerKind.USER_TIMER, timer_id=timer_id).exists():
         raise CommandRejected("START_TIMER_DUPLICATE_ID", f"timer_id {timer_id!r} is running")
-    started = m.append("TimerStarted", {"timer_id": timer_id, "start_to_fire_timeout": delay,
-                                        "workflow_task_completed_event_id": wtc})
-    m.add_timer(TimerKind.USER_TIMER, m.now + timedelta(seconds=delay), timer_id=timer_id,
-                scheduled_event_id=started)
+    started = m.append(
+        "TimerStarted",
+        {
+            "timer_id": timer_id,
+            "start_to_fire_timeout": delay,
+            "workflow_task_completed_event_id": wtc,
+        },
+    )
+    m.add_timer(
+        TimerKind.USER_TIMER,
+        m.now + timedelta(seconds=delay),
+        timer_id=timer_id,
+        scheduled_event_id=started,
+    )
 
 
 def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
@@ -130,20 +156,35 @@ def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: s
         # Fired while this task ran: its TimerFired is still buffered; drop it.
         def is_fired(event: dict[str, Any]) -> bool:
             return event["event_type"] == "TimerFired" and event["attributes"].get("timer_id") == timer_id
+
         fired = [e for e in m.execution.buffered_events if is_fired(e)]
         if not fired:
             raise CommandRejected("BAD_CANCEL_TIMER_ATTRIBUTES", f"no running timer {timer_id!r}")
         started_id = fired[0]["attributes"].get("started_event_id")
         m.drop_buffered(is_fired)
-    m.append("TimerCanceled", {"timer_id": timer_id, "started_event_id": started_id,
-                               "workflow_task_completed_event_id": wtc, "identity": identity})
+    m.append(
+        "TimerCanceled",
+        {
+            "timer_id": timer_id,
+            "started_event_id": started_id,
+            "workflow_task_completed_event_id": wtc,
+            "identity": identity,
+        },
+    )
 
 
 def _record_marker(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     name = _name(a, "marker_name", "BAD_RECORD_MARKER_ATTRIBUTES")
-    m.append("MarkerRecorded", {"marker_name": name, "details": a.get("details") or {},
-                                "header": a.get("header"), "failure": a.get("failure"),
-                                "workflow_task_completed_event_id": wtc})
+    m.append(
+        "MarkerRecorded",
+        {
+            "marker_name": name,
+            "details": a.get("details") or {},
+            "header": a.get("header"),
+            "failure": a.get("failure"),
+            "workflow_task_completed_event_id": wtc,
+        },
+    )
 
 
 def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
@@ -152,27 +193,41 @@ def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int,
         raise CommandRejected("BAD_SEARCH_ATTRIBUTES", "search_attributes must be an object")
     merged = {**m.execution.search_attributes, **attrs}
     m.execution.search_attributes = {k: v for k, v in merged.items() if v is not None and v != []}
-    m.append("UpsertWorkflowSearchAttributes", {"search_attributes": attrs,
-                                                "workflow_task_completed_event_id": wtc})
+    m.append(
+        "UpsertWorkflowSearchAttributes",
+        {"search_attributes": attrs, "workflow_task_completed_event_id": wtc},
+    )
 
 
 def _complete(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     m.execution.result = a.get("result")
-    m.close(ExecutionStatus.COMPLETED, "WorkflowExecutionCompleted",
-            {"result": a.get("result"), "workflow_task_completed_event_id": wtc})
+    m.close(
+        ExecutionStatus.COMPLETED,
+        "WorkflowExecutionCompleted",
+        {"result": a.get("result"), "workflow_task_completed_event_id": wtc},
+    )
 
 
 def _fail(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     failure = a.get("failure") or {"message": "workflow failed"}
     m.execution.failure = failure
-    m.close(ExecutionStatus.FAILED, "WorkflowExecutionFailed",
-            {"failure": failure, "retry_state": "RETRY_STATE_RETRY_POLICY_NOT_SET",
-             "workflow_task_completed_event_id": wtc})
+    m.close(
+        ExecutionStatus.FAILED,
+        "WorkflowExecutionFailed",
+        {
+            "failure": failure,
+            "retry_state": "RETRY_STATE_RETRY_POLICY_NOT_SET",
+            "workflow_task_completed_event_id": wtc,
+        },
+    )
 
 
 def _cancel(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
-    m.close(ExecutionStatus.CANCELED, "WorkflowExecutionCanceled",
-            {"details": a.get("details"), "workflow_task_completed_event_id": wtc})
+    m.close(
+        ExecutionStatus.CANCELED,
+        "WorkflowExecutionCanceled",
+        {"details": a.get("details"), "workflow_task_completed_event_id": wtc},
+    )
 
 
 def _continue_as_new(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
@@ -192,5 +247,11 @@ HANDLERS: dict[str, Handler] = {
     "CancelWorkflowExecution": _cancel,
     "ContinueAsNewWorkflowExecution": _continue_as_new,
 }
-CLOSE_COMMANDS = frozenset({"CompleteWorkflowExecution", "FailWorkflowExecution",
-                            "CancelWorkflowExecution", "ContinueAsNewWorkflowExecution"})
+CLOSE_COMMANDS = frozenset(
+    {
+        "CompleteWorkflowExecution",
+        "FailWorkflowExecution",
+        "CancelWorkflowExecution",
+        "ContinueAsNewWorkflowExecution",
+    }
+)

@@ -24,9 +24,19 @@ from history.models import (
 )
 from namespaces.models import Namespace
 
-REUSE_POLICIES = {"ALLOW_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY", "REJECT_DUPLICATE", "TERMINATE_IF_RUNNING"}
+REUSE_POLICIES = {
+    "ALLOW_DUPLICATE",
+    "ALLOW_DUPLICATE_FAILED_ONLY",
+    "REJECT_DUPLICATE",
+    "TERMINATE_IF_RUNNING",
+}
 CONFLICT_POLICIES = {"FAIL", "USE_EXISTING", "TERMINATE_EXISTING"}
-_FAILED_STATES = {ExecutionStatus.FAILED, ExecutionStatus.CANCELED, ExecutionStatus.TERMINATED, ExecutionStatus.TIMED_OUT}
+_FAILED_STATES = {
+    ExecutionStatus.FAILED,
+    ExecutionStatus.CANCELED,
+    ExecutionStatus.TERMINATED,
+    ExecutionStatus.TIMED_OUT,
+}
 MAX_WORKFLOW_TASK_TIMEOUT = 120.0
 
 
@@ -64,50 +74,91 @@ def _already_started(current: WorkflowExecution) -> ChronicleError:
 
 
 def _terminate(mutation: ExecutionMutation, reason: str, details: Any, identity: str) -> None:
-    mutation.close(ExecutionStatus.TERMINATED, "WorkflowExecutionTerminated",
-                   {"reason": reason, "details": details, "identity": identity})
+    mutation.close(
+        ExecutionStatus.TERMINATED,
+        "WorkflowExecutionTerminated",
+        {"reason": reason, "details": details, "identity": identity},
+    )
 
 
 def _create_run(
-    namespace: Namespace, req: StartRequest, *, signal: tuple[str, list[Any], str] | None,
-    previous: WorkflowExecution | None = None, first_run_id: uuid.UUID | None = None,
-    attempt: int = 1, extra_start_attrs: dict[str, Any] | None = None,
+    namespace: Namespace,
+    req: StartRequest,
+    *,
+    signal: tuple[str, list[Any], str] | None,
+    previous: WorkflowExecution | None = None,
+    first_run_id: uuid.UUID | None = None,
+    attempt: int = 1,
+    extra_start_attrs: dict[str, Any] | None = None,
 ) -> ExecutionMutation:
     now = timezone.now()
     run_id = uuid.uuid4()
     run_timeout = effective_run_timeout(req.execution_timeout, req.run_timeout)
     execution = WorkflowExecution(
-        run_id=run_id, namespace=namespace, workflow_id=req.workflow_id,
-        workflow_type=req.workflow_type, task_queue=req.task_queue,
-        shard_id=shard_for(namespace.id, req.workflow_id), status=ExecutionStatus.RUNNING,
-        start_time=now, execution_time=now + timedelta(seconds=req.start_delay),
-        execution_timeout=req.execution_timeout, run_timeout=run_timeout,
-        task_timeout=min(req.task_timeout or 10.0, MAX_WORKFLOW_TASK_TIMEOUT, run_timeout or MAX_WORKFLOW_TASK_TIMEOUT),
-        execution_expiration_time=(now + timedelta(seconds=req.execution_timeout)) if req.execution_timeout else None,
-        retry_policy=req.retry_policy, attempt=attempt, memo=req.memo,
-        search_attributes=req.search_attributes, input=req.input,
+        run_id=run_id,
+        namespace=namespace,
+        workflow_id=req.workflow_id,
+        workflow_type=req.workflow_type,
+        task_queue=req.task_queue,
+        shard_id=shard_for(namespace.id, req.workflow_id),
+        status=ExecutionStatus.RUNNING,
+        start_time=now,
+        execution_time=now + timedelta(seconds=req.start_delay),
+        execution_timeout=req.execution_timeout,
+        run_timeout=run_timeout,
+        task_timeout=min(
+            req.task_timeout or 10.0,
+            MAX_WORKFLOW_TASK_TIMEOUT,
+            run_timeout or MAX_WORKFLOW_TASK_TIMEOUT,
+        ),
+        execution_expiration_time=(now + timedelta(seconds=req.execution_timeout))
+        if req.execution_timeout
+        else None,
+        retry_policy=req.retry_policy,
+        attempt=attempt,
+        memo=req.memo,
+        search_attributes=req.search_attributes,
+        input=req.input,
         create_request_id=req.request_id or str(uuid.uuid4()),
-        first_run_id=first_run_id or run_id, previous_run_id=previous.run_id if previous else None,
+        first_run_id=first_run_id or run_id,
+        previous_run_id=previous.run_id if previous else None,
     )
     mutation = ExecutionMutation(execution, namespace)
     mutation.now = now
-    mutation.append("WorkflowExecutionStarted", {
-        "workflow_type": {"name": req.workflow_type}, "task_queue": {"name": req.task_queue},
-        "input": req.input, "workflow_execution_timeout": req.execution_timeout,
-        "workflow_run_timeout": run_timeout, "workflow_task_timeout": execution.task_timeout,
-        "identity": req.identity, "attempt": attempt, "retry_policy": req.retry_policy,
-        "memo": req.memo, "search_attributes": req.search_attributes,
-        "first_workflow_task_backoff": req.start_delay, "workflow_id": req.workflow_id,
-        "first_execution_run_id": str(execution.first_run_id),
-        "original_execution_run_id": str(run_id),
-        "continued_execution_run_id": str(previous.run_id) if previous else None,
-        "request_id": execution.create_request_id,
-        **(extra_start_attrs or {}),
-    })
+    mutation.append(
+        "WorkflowExecutionStarted",
+        {
+            "workflow_type": {"name": req.workflow_type},
+            "task_queue": {"name": req.task_queue},
+            "input": req.input,
+            "workflow_execution_timeout": req.execution_timeout,
+            "workflow_run_timeout": run_timeout,
+            "workflow_task_timeout": execution.task_timeout,
+            "identity": req.identity,
+            "attempt": attempt,
+            "retry_policy": req.retry_policy,
+            "memo": req.memo,
+            "search_attributes": req.search_attributes,
+            "first_workflow_task_backoff": req.start_delay,
+            "workflow_id": req.workflow_id,
+            "first_execution_run_id": str(execution.first_run_id),
+            "original_execution_run_id": str(run_id),
+            "continued_execution_run_id": str(previous.run_id) if previous else None,
+            "request_id": execution.create_request_id,
+            **(extra_start_attrs or {}),
+        },
+    )
     if signal is not None:
         name, signal_input, signal_request = signal
-        mutation.append("WorkflowExecutionSignaled", {"signal_name": name, "input": signal_input,
-                                                      "identity": req.identity, "request_id": signal_request})
+        mutation.append(
+            "WorkflowExecutionSignaled",
+            {
+                "signal_name": name,
+                "input": signal_input,
+                "identity": req.identity,
+                "request_id": signal_request,
+            },
+        )
         execution.signal_count = 1
     if req.start_delay > 0:
         execution.wft_backoff_until = execution.execution_time
@@ -146,7 +197,10 @@ def validate_start(namespace: Namespace, req: StartRequest) -> None:
 
 
 def start_workflow_execution(
-    namespace: Namespace, req: StartRequest, *, signal: tuple[str, list[Any], str] | None = None,
+    namespace: Namespace,
+    req: StartRequest,
+    *,
+    signal: tuple[str, list[Any], str] | None = None,
 ) -> StartResult:
     """Start a run, honouring request-id dedup first, then the conflict and reuse policies."""
     validate_start(namespace, req)
@@ -169,12 +223,17 @@ def start_workflow_execution(
 
 
 def _start_txn(
-    namespace: Namespace, req: StartRequest, reuse: str, conflict: str,
+    namespace: Namespace,
+    req: StartRequest,
+    reuse: str,
+    conflict: str,
     signal: tuple[str, list[Any], str] | None,
 ) -> StartResult:
     current = (
         WorkflowExecution.objects.select_for_update()
-        .filter(namespace=namespace, workflow_id=req.workflow_id).order_by("-start_time").first()
+        .filter(namespace=namespace, workflow_id=req.workflow_id)
+        .order_by("-start_time")
+        .first()
     )
     if current is not None and req.request_id and current.create_request_id == req.request_id:
         return StartResult(str(current.run_id), started=True)
@@ -188,31 +247,45 @@ def _start_txn(
         if conflict == "FAIL":
             raise _already_started(current)
         if timezone.now() - current.start_time < timedelta(seconds=1):
-            raise ChronicleError(ErrorCode.BUSY_WORKFLOW, "the running run started less than 1 s ago",
-                                 retry_after=1)
+            raise ChronicleError(
+                ErrorCode.BUSY_WORKFLOW, "the running run started less than 1 s ago", retry_after=1
+            )
         new = _create_run(namespace, req, signal=signal)
         old = ExecutionMutation(current, namespace)
-        _terminate(old, "TerminateIfRunning WorkflowIdReusePolicy",
-                   f"terminated by new runID: {new.execution.run_id}", "history-service")
+        _terminate(
+            old,
+            "TerminateIfRunning WorkflowIdReusePolicy",
+            f"terminated by new runID: {new.execution.run_id}",
+            "history-service",
+        )
         old.save()
         new.save()
         return StartResult(str(new.execution.run_id), started=True)
-    if current is not None:
-        if reuse == "REJECT_DUPLICATE" or (
-            reuse == "ALLOW_DUPLICATE_FAILED_ONLY" and current.status not in _FAILED_STATES
-        ):
-            raise ChronicleError(
-                ErrorCode.WORKFLOW_ALREADY_STARTED,
-                f"workflow id {req.workflow_id!r} was used before and the reuse policy {reuse} refuses it",
-                details={"run_id": str(current.run_id), "start_request_id": current.create_request_id},
-            )
+    if current is not None and _reuse_refuses(reuse, current):
+        raise ChronicleError(
+            ErrorCode.WORKFLOW_ALREADY_STARTED,
+            f"workflow id {req.workflow_id!r} was used before and the reuse policy {reuse} refuses it",
+            details={"run_id": str(current.run_id), "start_request_id": current.create_request_id},
+        )
     mutation = _create_run(namespace, req, signal=signal)
     mutation.save()
     return StartResult(str(mutation.execution.run_id), started=True)
 
 
+def _reuse_refuses(reuse: str, closed: WorkflowExecution) -> bool:
+    """The reuse policy decides about a *closed* current run (temporal-semantics §9)."""
+    if reuse == "REJECT_DUPLICATE":
+        return True
+    return reuse == "ALLOW_DUPLICATE_FAILED_ONLY" and closed.status not in _FAILED_STATES
+
+
 def _apply_signal(
-    mutation: ExecutionMutation, name: str, signal_input: list[Any], request_id: str, *, identity: str
+    mutation: ExecutionMutation,
+    name: str,
+    signal_input: list[Any],
+    request_id: str,
+    *,
+    identity: str,
 ) -> None:
     ex = mutation.execution
     if request_id:
@@ -220,17 +293,32 @@ def _apply_signal(
             return
         SignalRequest.objects.create(run=ex, request_id=request_id)
     if ex.signal_count >= mutation.namespace.max_signals_per_execution:
-        raise ChronicleError(ErrorCode.LIMIT_EXCEEDED,
-                             f"run has reached {mutation.namespace.max_signals_per_execution} signals")
+        raise ChronicleError(
+            ErrorCode.LIMIT_EXCEEDED,
+            f"run has reached {mutation.namespace.max_signals_per_execution} signals",
+        )
     ex.signal_count += 1
-    mutation.add_outside_event("WorkflowExecutionSignaled", {
-        "signal_name": name, "input": signal_input, "identity": identity, "request_id": request_id,
-    }, schedule_task=ex.wft_backoff_until is None)
+    mutation.add_outside_event(
+        "WorkflowExecutionSignaled",
+        {
+            "signal_name": name,
+            "input": signal_input,
+            "identity": identity,
+            "request_id": request_id,
+        },
+        schedule_task=ex.wft_backoff_until is None,
+    )
 
 
 def signal_workflow_execution(
-    namespace: Namespace, *, workflow_id: str, run_id: str | None, signal_name: str,
-    input: list[Any], request_id: str = "", identity: str = "",
+    namespace: Namespace,
+    *,
+    workflow_id: str,
+    run_id: str | None,
+    signal_name: str,
+    input: list[Any],
+    request_id: str = "",
+    identity: str = "",
 ) -> None:
     if not signal_name or len(signal_name) > 1000:
         raise invalid("signal_name must be 1 to 1000 characters")
@@ -245,7 +333,12 @@ def signal_workflow_execution(
 
 
 def request_cancel_workflow_execution(
-    namespace: Namespace, *, workflow_id: str, run_id: str | None, reason: str = "", identity: str = "",
+    namespace: Namespace,
+    *,
+    workflow_id: str,
+    run_id: str | None,
+    reason: str = "",
+    identity: str = "",
 ) -> None:
     """Ask the workflow to cancel; a no-op on a closed or already-cancelling run."""
     with transaction.atomic(durable=True):
@@ -254,13 +347,20 @@ def request_cancel_workflow_execution(
             return
         execution.cancel_requested = True
         mutation = ExecutionMutation(execution, namespace)
-        mutation.add_outside_event("WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity})
+        mutation.add_outside_event(
+            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity}
+        )
         mutation.save()
 
 
 def terminate_workflow_execution(
-    namespace: Namespace, *, workflow_id: str, run_id: str | None, reason: str = "",
-    details: Any = None, identity: str = "",
+    namespace: Namespace,
+    *,
+    workflow_id: str,
+    run_id: str | None,
+    reason: str = "",
+    details: Any = None,
+    identity: str = "",
 ) -> None:
     """Close the run at once; NotFound on a closed run (Temporal's rule)."""
     with transaction.atomic(durable=True):
@@ -273,7 +373,12 @@ def terminate_workflow_execution(
 
 
 def create_query(
-    namespace: Namespace, *, workflow_id: str, run_id: str | None, query_type: str, query_args: list[Any],
+    namespace: Namespace,
+    *,
+    workflow_id: str,
+    run_id: str | None,
+    query_type: str,
+    query_args: list[Any],
 ) -> WorkflowQuery:
     """Queue a query task for a worker; nothing is appended to history."""
     check_payload(namespace, query_args, "query args")
@@ -289,7 +394,9 @@ def create_query(
     return query
 
 
-def continue_as_new_txn(mutation: ExecutionMutation, attrs: dict[str, Any], *, completed_event_id: int) -> None:
+def continue_as_new_txn(
+    mutation: ExecutionMutation, attrs: dict[str, Any], *, completed_event_id: int
+) -> None:
     """Close the run as ContinuedAsNew and create the next run of the chain."""
     ex = mutation.execution
     req = StartRequest(
@@ -300,19 +407,34 @@ def continue_as_new_txn(mutation: ExecutionMutation, attrs: dict[str, Any], *, c
         run_timeout=float(attrs.get("workflow_run_timeout") or ex.run_timeout),
         task_timeout=float(attrs.get("workflow_task_timeout") or ex.task_timeout),
         execution_timeout=ex.execution_timeout,
-        memo=attrs.get("memo") or {}, search_attributes=attrs.get("search_attributes") or {},
+        memo=attrs.get("memo") or {},
+        search_attributes=attrs.get("search_attributes") or {},
         retry_policy=attrs.get("retry_policy"),
         start_delay=float(attrs.get("backoff_start_interval") or 0),
     )
-    new = _create_run(mutation.namespace, req, signal=None, previous=ex, first_run_id=ex.first_run_id,
-                      extra_start_attrs={"initiator": "WORKFLOW"})
+    new = _create_run(
+        mutation.namespace,
+        req,
+        signal=None,
+        previous=ex,
+        first_run_id=ex.first_run_id,
+        extra_start_attrs={"initiator": "WORKFLOW"},
+    )
     new.execution.execution_expiration_time = ex.execution_expiration_time
     ex.new_run_id = new.execution.run_id
-    mutation.close(ExecutionStatus.CONTINUED_AS_NEW, "WorkflowExecutionContinuedAsNew", {
-        "new_execution_run_id": str(new.execution.run_id), "workflow_type": {"name": req.workflow_type},
-        "task_queue": {"name": req.task_queue}, "input": req.input,
-        "workflow_run_timeout": req.run_timeout, "workflow_task_timeout": req.task_timeout,
-        "backoff_start_interval": req.start_delay, "initiator": "WORKFLOW",
-        "workflow_task_completed_event_id": completed_event_id,
-    })
+    mutation.close(
+        ExecutionStatus.CONTINUED_AS_NEW,
+        "WorkflowExecutionContinuedAsNew",
+        {
+            "new_execution_run_id": str(new.execution.run_id),
+            "workflow_type": {"name": req.workflow_type},
+            "task_queue": {"name": req.task_queue},
+            "input": req.input,
+            "workflow_run_timeout": req.run_timeout,
+            "workflow_task_timeout": req.task_timeout,
+            "backoff_start_interval": req.start_delay,
+            "initiator": "WORKFLOW",
+            "workflow_task_completed_event_id": completed_event_id,
+        },
+    )
     mutation.followers.append(new)

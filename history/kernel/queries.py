@@ -17,7 +17,10 @@ def query_task_token(query: WorkflowQuery) -> str:
 
 
 def respond_query_task_completed(
-    *, task_token: str, answer: Any = None, error_message: str = "",
+    *,
+    task_token: str,
+    answer: Any = None,
+    error_message: str = "",
 ) -> None:
     token = tokens.decode(task_token, "query")
     with transaction.atomic(durable=True):

@@ -84,14 +84,20 @@ class ActivityTimeouts:
 
 
 def normalize_activity_timeouts(
-    *, schedule_to_close: float, schedule_to_start: float, start_to_close: float,
-    heartbeat: float, run_timeout: float,
+    *,
+    schedule_to_close: float,
+    schedule_to_start: float,
+    start_to_close: float,
+    heartbeat: float,
+    run_timeout: float,
 ) -> ActivityTimeouts:
     """Temporal's normalisation (temporal-semantics §4.1); 0 means unset/unlimited."""
     if schedule_to_close <= 0 and start_to_close <= 0:
         raise ValueError("set schedule_to_close_timeout or start_to_close_timeout")
     if schedule_to_close > 0:
-        schedule_to_start = min(schedule_to_start, schedule_to_close) if schedule_to_start > 0 else schedule_to_close
+        schedule_to_start = (
+            min(schedule_to_start, schedule_to_close) if schedule_to_start > 0 else schedule_to_close
+        )
         start_to_close = min(start_to_close, schedule_to_close) if start_to_close > 0 else schedule_to_close
     else:
         schedule_to_close = run_timeout

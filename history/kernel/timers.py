@@ -57,10 +57,19 @@ def fire_timers(fence: ShardFence, timer_ids: list[tuple[int, str]]) -> int:
     with transaction.atomic(durable=True):
         check_fence(fence)
         run_ids = sorted({run_id for _, run_id in timer_ids})
-        runs = {str(r.run_id): r for r in WorkflowExecution.objects.select_for_update()
-                .select_related("namespace").filter(run_id__in=run_ids).order_by("run_id")}
-        timers = {t.id: t for t in TimerTask.objects.select_for_update(skip_locked=True)
-                  .filter(id__in=[tid for tid, _ in timer_ids])}
+        runs = {
+            str(r.run_id): r
+            for r in WorkflowExecution.objects.select_for_update()
+            .select_related("namespace")
+            .filter(run_id__in=run_ids)
+            .order_by("run_id")
+        }
+        timers = {
+            t.id: t
+            for t in TimerTask.objects.select_for_update(skip_locked=True).filter(
+                id__in=[tid for tid, _ in timer_ids]
+            )
+        }
         mutations: dict[str, ExecutionMutation] = {}
         for timer_id, run_id in timer_ids:
             timer = timers.get(timer_id)
@@ -108,7 +117,9 @@ def _activity(ex: WorkflowExecution, timer: TimerTask) -> PendingActivity | None
 
 
 def _user_timer(m: ExecutionMutation, timer: TimerTask) -> bool:
-    m.add_outside_event("TimerFired", {"timer_id": timer.timer_id, "started_event_id": timer.scheduled_event_id})
+    m.add_outside_event(
+        "TimerFired", {"timer_id": timer.timer_id, "started_event_id": timer.scheduled_event_id}
+    )
     return True
 
 
@@ -152,8 +163,15 @@ def _workflow_task_timeout(m: ExecutionMutation, timer: TimerTask) -> bool:
 
 
 def _workflow_timeout(m: ExecutionMutation, timer: TimerTask) -> bool:
-    m.execution.failure = {"message": "workflow timed out", "timeout_failure_info": {"timeout_type": "START_TO_CLOSE"}}
-    m.close(ExecutionStatus.TIMED_OUT, "WorkflowExecutionTimedOut", {"retry_state": "RETRY_STATE_TIMEOUT"})
+    m.execution.failure = {
+        "message": "workflow timed out",
+        "timeout_failure_info": {"timeout_type": "START_TO_CLOSE"},
+    }
+    m.close(
+        ExecutionStatus.TIMED_OUT,
+        "WorkflowExecutionTimedOut",
+        {"retry_state": "RETRY_STATE_TIMEOUT"},
+    )
     return True
 
 

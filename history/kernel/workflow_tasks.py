@@ -61,26 +61,51 @@ def _history_for(ex: WorkflowExecution, *, after: int) -> list[dict[str, Any]]:
 def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
     if ex.wft_attempt == 1:
         return []
-    time = (ex.wft_started_time or ex.wft_scheduled_time)
+    time = ex.wft_started_time or ex.wft_scheduled_time
     stamp = time.isoformat() if time else None
     return [
-        {"event_id": ex.wft_scheduled_event_id, "event_type": "WorkflowTaskScheduled", "event_time": stamp,
-         "attributes": {"task_queue": {"name": ex.wft_task_queue}, "attempt": ex.wft_attempt,
-                        "start_to_close_timeout": ex.task_timeout}},
-        {"event_id": ex.wft_started_event_id, "event_type": "WorkflowTaskStarted", "event_time": stamp,
-         "attributes": {"scheduled_event_id": ex.wft_scheduled_event_id, "identity": ex.wft_identity,
-                        "request_id": ex.wft_request_id}},
+        {
+            "event_id": ex.wft_scheduled_event_id,
+            "event_type": "WorkflowTaskScheduled",
+            "event_time": stamp,
+            "attributes": {
+                "task_queue": {"name": ex.wft_task_queue},
+                "attempt": ex.wft_attempt,
+                "start_to_close_timeout": ex.task_timeout,
+            },
+        },
+        {
+            "event_id": ex.wft_started_event_id,
+            "event_type": "WorkflowTaskStarted",
+            "event_time": stamp,
+            "attributes": {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "identity": ex.wft_identity,
+                "request_id": ex.wft_request_id,
+            },
+        },
     ]
 
 
 def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> WorkflowTaskResponse:
     """The poll answer: full history, or only new events on a sticky queue."""
-    token = tokens.encode({"k": "wft", "r": str(ex.run_id), "s": ex.wft_scheduled_event_id,
-                           "st": ex.wft_started_event_id, "a": ex.wft_attempt})
+    token = tokens.encode(
+        {
+            "k": "wft",
+            "r": str(ex.run_id),
+            "s": ex.wft_scheduled_event_id,
+            "st": ex.wft_started_event_id,
+            "a": ex.wft_attempt,
+        }
+    )
     after = ex.last_wft_started_event_id if sticky else 0
     return WorkflowTaskResponse(
-        task_token=token, workflow_id=ex.workflow_id, run_id=str(ex.run_id),
-        workflow_type=ex.workflow_type, task_queue=ex.task_queue, attempt=ex.wft_attempt,
+        task_token=token,
+        workflow_id=ex.workflow_id,
+        run_id=str(ex.run_id),
+        workflow_type=ex.workflow_type,
+        task_queue=ex.task_queue,
+        attempt=ex.wft_attempt,
         previous_started_event_id=ex.last_wft_started_event_id,
         started_event_id=ex.wft_started_event_id,
         history=_history_for(ex, after=after) + _transient_events(ex),
@@ -88,8 +113,13 @@ def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> Work
 
 
 def record_workflow_task_started_txn(
-    ex: WorkflowExecution, *, scheduled_event_id: int, attempt: int, task_queue: str,
-    identity: str, request_id: str,
+    ex: WorkflowExecution,
+    *,
+    scheduled_event_id: int,
+    attempt: int,
+    task_queue: str,
+    identity: str,
+    request_id: str,
 ) -> WorkflowTaskResponse | None:
     """Start the run's pending workflow task if the claimed row is still current.
 
@@ -97,9 +127,13 @@ def record_workflow_task_started_txn(
     None when the row is stale (the task already started, completed or moved).
     """
     assert transaction.get_connection().in_atomic_block
-    if (not ex.is_running or ex.wft_scheduled_event_id != scheduled_event_id
-            or ex.wft_started_event_id != 0 or ex.wft_attempt != attempt
-            or ex.wft_task_queue != task_queue):
+    if (
+        not ex.is_running
+        or ex.wft_scheduled_event_id != scheduled_event_id
+        or ex.wft_started_event_id != 0
+        or ex.wft_attempt != attempt
+        or ex.wft_task_queue != task_queue
+    ):
         return None
     mutation = ExecutionMutation(ex, ex.namespace)
     mutation.start_workflow_task(identity=identity, request_id=request_id)
@@ -109,9 +143,13 @@ def record_workflow_task_started_txn(
 
 def _lock_for_token(token: dict[str, Any]) -> WorkflowExecution:
     ex = lock_run(token["r"])
-    if (not ex.is_running or ex.wft_scheduled_event_id != token["s"]
-            or ex.wft_started_event_id != token["st"] or ex.wft_attempt != token["a"]
-            or token["st"] == 0):
+    if (
+        not ex.is_running
+        or ex.wft_scheduled_event_id != token["s"]
+        or ex.wft_started_event_id != token["st"]
+        or ex.wft_attempt != token["a"]
+        or token["st"] == 0
+    ):
         raise ChronicleError(ErrorCode.STALE_TASK, "Workflow task not found.")
     return ex
 
@@ -123,9 +161,14 @@ class CompletionResult:
 
 
 def respond_workflow_task_completed(
-    *, task_token: str, commands: list[dict[str, Any]], identity: str = "",
-    sticky_task_queue: str = "", sticky_schedule_to_start_timeout: float = 0.0,
-    return_new_workflow_task: bool = False, force_create_new_workflow_task: bool = False,
+    *,
+    task_token: str,
+    commands: list[dict[str, Any]],
+    identity: str = "",
+    sticky_task_queue: str = "",
+    sticky_schedule_to_start_timeout: float = 0.0,
+    return_new_workflow_task: bool = False,
+    force_create_new_workflow_task: bool = False,
 ) -> CompletionResult:
     """Apply a completed workflow task's commands (temporal-semantics §2)."""
     token = tokens.decode(task_token, "wft")
@@ -138,19 +181,31 @@ def respond_workflow_task_completed(
         mutation = ExecutionMutation(ex, namespace)
         closes = bool(commands) and commands[-1]["command_type"] in _CLOSE_COMMANDS
         if closes and ex.buffered_events:
-            _fail_task(mutation, "WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND",
-                       {"message": "new events arrived while the workflow task ran"}, identity,
-                       count_attempt=False)
+            _fail_task(
+                mutation,
+                "WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND",
+                {"message": "new events arrived while the workflow task ran"},
+                identity,
+                count_attempt=False,
+            )
             mutation.save()
             return CompletionResult()
         try:
             for command in commands:
                 check_payload(namespace, command.get("attributes", {}), command["command_type"])
         except ChronicleError as exc:
-            _fail_task(mutation, "WORKFLOW_TASK_FAILED_CAUSE_BAD_BINARY", {"message": exc.message},
-                       identity, count_attempt=False)
-            mutation.close("Terminated", "WorkflowExecutionTerminated",
-                           {"reason": exc.message, "identity": "history-service", "details": None})
+            _fail_task(
+                mutation,
+                "WORKFLOW_TASK_FAILED_CAUSE_BAD_BINARY",
+                {"message": exc.message},
+                identity,
+                count_attempt=False,
+            )
+            mutation.close(
+                "Terminated",
+                "WorkflowExecutionTerminated",
+                {"reason": exc.message, "identity": "history-service", "details": None},
+            )
             mutation.save()
             return CompletionResult()
         completed_id = _write_completed(mutation, identity)
@@ -161,10 +216,14 @@ def respond_workflow_task_completed(
             transaction.set_rollback(True)
         else:
             result = _finish_completion(
-                mutation, eager, identity=identity, sticky_task_queue=sticky_task_queue,
+                mutation,
+                eager,
+                identity=identity,
+                sticky_task_queue=sticky_task_queue,
                 sticky_schedule_to_start_timeout=sticky_schedule_to_start_timeout,
                 return_new_workflow_task=return_new_workflow_task,
-                force_create_new_workflow_task=force_create_new_workflow_task)
+                force_create_new_workflow_task=force_create_new_workflow_task,
+            )
             crash_point("before_commit")
     if result is not None:
         crash_point("after_commit_before_reply")
@@ -180,8 +239,13 @@ def respond_workflow_task_completed(
 
 
 def _finish_completion(
-    mutation: ExecutionMutation, eager: list[dict[str, Any]], *, identity: str, sticky_task_queue: str,
-    sticky_schedule_to_start_timeout: float, return_new_workflow_task: bool,
+    mutation: ExecutionMutation,
+    eager: list[dict[str, Any]],
+    *,
+    identity: str,
+    sticky_task_queue: str,
+    sticky_schedule_to_start_timeout: float,
+    return_new_workflow_task: bool,
     force_create_new_workflow_task: bool,
 ) -> CompletionResult:
     """After the commands: stickiness, the buffer flush, the next task, the save."""
@@ -202,25 +266,44 @@ def _finish_completion(
     return CompletionResult(new_workflow_task=new_task, activity_tasks=eager)
 
 
-_CLOSE_COMMANDS = frozenset({
-    "CompleteWorkflowExecution", "FailWorkflowExecution", "CancelWorkflowExecution",
-    "ContinueAsNewWorkflowExecution",
-})
+_CLOSE_COMMANDS = frozenset(
+    {
+        "CompleteWorkflowExecution",
+        "FailWorkflowExecution",
+        "CancelWorkflowExecution",
+        "ContinueAsNewWorkflowExecution",
+    }
+)
 
 
 def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
     """Write WorkflowTaskCompleted (with the transient Scheduled/Started first)."""
     ex = mutation.execution
     if ex.wft_attempt > 1:
-        ex.wft_scheduled_event_id = mutation.append("WorkflowTaskScheduled", {
-            "task_queue": {"name": ex.wft_task_queue}, "start_to_close_timeout": ex.task_timeout,
-            "attempt": ex.wft_attempt})
-        ex.wft_started_event_id = mutation.append("WorkflowTaskStarted", {
-            "scheduled_event_id": ex.wft_scheduled_event_id, "identity": ex.wft_identity,
-            "request_id": ex.wft_request_id})
-    completed = mutation.append("WorkflowTaskCompleted", {
-        "scheduled_event_id": ex.wft_scheduled_event_id, "started_event_id": ex.wft_started_event_id,
-        "identity": identity})
+        ex.wft_scheduled_event_id = mutation.append(
+            "WorkflowTaskScheduled",
+            {
+                "task_queue": {"name": ex.wft_task_queue},
+                "start_to_close_timeout": ex.task_timeout,
+                "attempt": ex.wft_attempt,
+            },
+        )
+        ex.wft_started_event_id = mutation.append(
+            "WorkflowTaskStarted",
+            {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "identity": ex.wft_identity,
+                "request_id": ex.wft_request_id,
+            },
+        )
+    completed = mutation.append(
+        "WorkflowTaskCompleted",
+        {
+            "scheduled_event_id": ex.wft_scheduled_event_id,
+            "started_event_id": ex.wft_started_event_id,
+            "identity": identity,
+        },
+    )
     ex.last_wft_started_event_id = ex.wft_started_event_id
     ex.last_wft_completed_event_id = completed
     mutation.clear_workflow_task()
@@ -229,15 +312,27 @@ def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
 
 
 def _fail_task(
-    mutation: ExecutionMutation, cause: str, failure: dict[str, Any], identity: str, *, count_attempt: bool,
+    mutation: ExecutionMutation,
+    cause: str,
+    failure: dict[str, Any],
+    identity: str,
+    *,
+    count_attempt: bool,
 ) -> None:
     """Fail the in-flight workflow task and schedule its retry (never fails the run)."""
     ex = mutation.execution
     on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
     if ex.wft_attempt == 1:
-        mutation.append("WorkflowTaskFailed", {
-            "scheduled_event_id": ex.wft_scheduled_event_id, "started_event_id": ex.wft_started_event_id,
-            "cause": cause, "failure": failure, "identity": identity})
+        mutation.append(
+            "WorkflowTaskFailed",
+            {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "started_event_id": ex.wft_started_event_id,
+                "cause": cause,
+                "failure": failure,
+                "identity": identity,
+            },
+        )
     attempt = ex.wft_attempt + 1 if count_attempt and not on_sticky else 1
     ex.sticky_task_queue = ""
     mutation.clear_workflow_task()
@@ -246,7 +341,11 @@ def _fail_task(
 
 
 def respond_workflow_task_failed(
-    *, task_token: str, cause: str, failure: dict[str, Any], identity: str = "",
+    *,
+    task_token: str,
+    cause: str,
+    failure: dict[str, Any],
+    identity: str = "",
 ) -> None:
     token = tokens.decode(task_token, "wft")
     if not cause:
@@ -262,9 +361,14 @@ def time_out_workflow_task_txn(mutation: ExecutionMutation, *, timeout_type: str
     """Called by the timer queue when a started task overruns or a sticky one waits too long."""
     ex = mutation.execution
     if timeout_type == "SCHEDULE_TO_START":
-        mutation.append("WorkflowTaskTimedOut", {
-            "scheduled_event_id": ex.wft_scheduled_event_id, "started_event_id": 0,
-            "timeout_type": "SCHEDULE_TO_START"})
+        mutation.append(
+            "WorkflowTaskTimedOut",
+            {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "started_event_id": 0,
+                "timeout_type": "SCHEDULE_TO_START",
+            },
+        )
         attempt = ex.wft_attempt
         ex.sticky_task_queue = ""
         mutation.clear_workflow_task()
@@ -272,13 +376,17 @@ def time_out_workflow_task_txn(mutation: ExecutionMutation, *, timeout_type: str
         mutation.schedule_workflow_task(attempt=attempt)
         return
     if ex.wft_attempt == 1:
-        mutation.append("WorkflowTaskTimedOut", {
-            "scheduled_event_id": ex.wft_scheduled_event_id, "started_event_id": ex.wft_started_event_id,
-            "timeout_type": "START_TO_CLOSE"})
+        mutation.append(
+            "WorkflowTaskTimedOut",
+            {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "started_event_id": ex.wft_started_event_id,
+                "timeout_type": "START_TO_CLOSE",
+            },
+        )
     on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
     attempt = 1 if on_sticky else ex.wft_attempt + 1
     ex.sticky_task_queue = ""
     mutation.clear_workflow_task()
     had_buffered = mutation.flush_buffer()
     mutation.schedule_workflow_task(attempt=1 if had_buffered else attempt)
-

@@ -130,9 +130,7 @@ class Command(BaseCommand):
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def _child_commands(
-        self, base_dir: Path, port: int, no_demo_worker: bool
-    ) -> dict[str, list[str]]:
+    def _child_commands(self, base_dir: Path, port: int, no_demo_worker: bool) -> dict[str, list[str]]:
         py = sys.executable
         commands = {
             "frontend": [

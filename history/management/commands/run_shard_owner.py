@@ -7,8 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import connection
 
-from history.shard_owner import ShardOwner
 from chronicle.db import listen_conninfo
+from history.shard_owner import ShardOwner
 
 
 class Command(BaseCommand):
