@@ -76,7 +76,11 @@ class Stack:
     def start_shard_owner(self, name: str) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             [sys.executable, "manage.py", "run_shard_owner", "--owner", name],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.processes.append(proc)
         return proc
 
@@ -84,12 +88,33 @@ class Stack:
 @pytest.fixture(scope="session")
 def stack(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Stack]:
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url(), "CHRONICLE_SHARD_LEASE_SECONDS": "3",
-           "CHRONICLE_LOG_LEVEL": "WARNING", "CHRONICLE_QUERY_TIMEOUT_SECONDS": "3"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CHRONICLE_SHARD_LEASE_SECONDS": "3",
+        "CHRONICLE_LOG_LEVEL": "WARNING",
+        "CHRONICLE_QUERY_TIMEOUT_SECONDS": "3",
+    }
     frontend = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
-         "-w", "2", "-b", f"127.0.0.1:{port}", "--timeout", "120", "--log-level", "warning"],
-        cwd=ROOT, env=env)
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "chronicle.asgi:application",
+            "-k",
+            "uvicorn_worker.UvicornWorker",
+            "-w",
+            "2",
+            "-b",
+            f"127.0.0.1:{port}",
+            "--timeout",
+            "120",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
     s = Stack(url=f"http://127.0.0.1:{port}", env=env, processes=[frontend])
     s.start_shard_owner("test-owner-1")
 
@@ -122,8 +147,11 @@ def make_tenant(django_db_setup: Any, django_db_blocker: Any) -> Callable[..., T
         with django_db_blocker.unblock():
             ns = Namespace.objects.create(name=f"ns-{uuid.uuid4().hex[:8]}", **limits)
             keys = {}
-            for label, roles in {"all": ["client", "worker", "admin"], "client": ["client"],
-                                 "worker": ["worker"]}.items():
+            for label, roles in {
+                "all": ["client", "worker", "admin"],
+                "client": ["client"],
+                "worker": ["worker"],
+            }.items():
                 _, raw = api_key_issue(namespace=ns, name=label, roles=roles)
                 keys[label] = raw
         return Tenant(ns.name, keys)
@@ -145,8 +173,10 @@ class Api:
         return self.http.get(self.base + path, params=params)
 
     def start(self, workflow_id: str, task_queue: str, **fields: Any) -> dict[str, Any]:
-        r = self.post("/workflows", {"workflow_id": workflow_id, "workflow_type": "Test",
-                                     "task_queue": task_queue, **fields})
+        r = self.post(
+            "/workflows",
+            {"workflow_id": workflow_id, "workflow_type": "Test", "task_queue": task_queue, **fields},
+        )
         assert r.status_code in (200, 201), r.text
         return dict(r.json())
 
@@ -173,25 +203,36 @@ class ScriptedWorker:
         self.identity = identity
 
     def poll_workflow_task(self, timeout: float = 10) -> dict[str, Any]:
-        r = self.api.post(f"/task-queues/{self.queue}/workflow-tasks/poll",
-                          {"identity": self.identity, "timeout": timeout})
+        r = self.api.post(
+            f"/task-queues/{self.queue}/workflow-tasks/poll", {"identity": self.identity, "timeout": timeout}
+        )
         assert r.status_code == 200, f"no workflow task: {r.status_code} {r.text}"
         return dict(r.json())
 
     def poll_activity_task(self, timeout: float = 10) -> dict[str, Any]:
-        r = self.api.post(f"/task-queues/{self.queue}/activity-tasks/poll",
-                          {"identity": self.identity, "timeout": timeout})
+        r = self.api.post(
+            f"/task-queues/{self.queue}/activity-tasks/poll", {"identity": self.identity, "timeout": timeout}
+        )
         assert r.status_code == 200, f"no activity task: {r.status_code} {r.text}"
         return dict(r.json())
 
-    def complete_workflow_task(self, task: dict[str, Any], *commands: dict[str, Any], **extra: Any) -> httpx.Response:
-        return self.api.post(f"/task-queues/{self.queue}/workflow-tasks/complete",
-                             {"task_token": task["task_token"], "commands": list(commands),
-                              "identity": self.identity, **extra})
+    def complete_workflow_task(
+        self, task: dict[str, Any], *commands: dict[str, Any], **extra: Any
+    ) -> httpx.Response:
+        return self.api.post(
+            f"/task-queues/{self.queue}/workflow-tasks/complete",
+            {
+                "task_token": task["task_token"],
+                "commands": list(commands),
+                "identity": self.identity,
+                **extra,
+            },
+        )
 
     def activity(self, action: str, task: dict[str, Any], **body: Any) -> httpx.Response:
-        return self.api.post(f"/task-queues/{self.queue}/activity-tasks/{action}",
-                             {"task_token": task["task_token"], **body})
+        return self.api.post(
+            f"/task-queues/{self.queue}/activity-tasks/{action}", {"task_token": task["task_token"], **body}
+        )
 
 
 def command(command_type: str, **attributes: Any) -> dict[str, Any]:

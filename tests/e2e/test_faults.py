@@ -19,8 +19,21 @@ def crashing_frontend(stack: Stack) -> Iterator[str]:
     port = free_port()
     env = {**stack.env, "CHRONICLE_FAULTS": "after_commit_before_reply"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "chronicle.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env)
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "chronicle.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -42,8 +55,12 @@ def test_start_committed_before_a_crash_is_found_by_its_retry(
     body = {"workflow_id": wid, "workflow_type": "T", "task_queue": "q", "request_id": "req-1"}
     headers = {"Authorization": f"Bearer {tenant.keys['all']}"}
     with pytest.raises(httpx.HTTPError):
-        httpx.post(f"{crashing_frontend}/api/v1/namespaces/{tenant.namespace}/workflows",
-                   json=body, headers=headers, timeout=10)
+        httpx.post(
+            f"{crashing_frontend}/api/v1/namespaces/{tenant.namespace}/workflows",
+            json=body,
+            headers=headers,
+            timeout=10,
+        )
 
     retried = api.post("/workflows", body)  # the client retries on a healthy frontend
 

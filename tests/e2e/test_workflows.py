@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
-from tests.conftest import Api, ScriptedWorker, command, wait_until
+from tests.conftest import Api, ScriptedWorker, command
 
 
 def _wid() -> str:
@@ -18,16 +19,28 @@ def test_activity_that_succeeds_completes_the_workflow(api: Api, worker: Scripte
 
     task = worker.poll_workflow_task()
     assert task["history"]["events"][0]["attributes"]["input"] == ["hello"]
-    r = worker.complete_workflow_task(task, command(
-        "ScheduleActivityTask", activity_id="a1", activity_type="Greet", input=["hello"],
-        start_to_close_timeout=10))
+    r = worker.complete_workflow_task(
+        task,
+        command(
+            "ScheduleActivityTask",
+            activity_id="a1",
+            activity_type="Greet",
+            input=["hello"],
+            start_to_close_timeout=10,
+        ),
+    )
     assert r.status_code == 200, r.text
     activity = worker.poll_activity_task()
     assert activity["activity_type"]["name"] == "Greet" and activity["attempt"] == 1
     assert worker.activity("complete", activity, result="hi").status_code == 200
     task = worker.poll_workflow_task()
     types = [e["event_type"] for e in task["history"]["events"]]
-    assert types[-4:] == ["ActivityTaskStarted", "ActivityTaskCompleted", "WorkflowTaskScheduled", "WorkflowTaskStarted"]
+    assert types[-4:] == [
+        "ActivityTaskStarted",
+        "ActivityTaskCompleted",
+        "WorkflowTaskScheduled",
+        "WorkflowTaskStarted",
+    ]
     worker.complete_workflow_task(task, command("CompleteWorkflowExecution", result="done"))
 
     described = api.describe(wid)
@@ -36,13 +49,22 @@ def test_activity_that_succeeds_completes_the_workflow(api: Api, worker: Scripte
     assert ids == list(range(1, len(ids) + 1))
 
 
-def test_activity_failing_twice_succeeds_on_attempt_three_with_backoff(api: Api, worker: ScriptedWorker) -> None:
+def test_activity_failing_twice_succeeds_on_attempt_three_with_backoff(
+    api: Api, worker: ScriptedWorker
+) -> None:
     wid = _wid()
     api.start(wid, worker.queue)
     task = worker.poll_workflow_task()
-    worker.complete_workflow_task(task, command(
-        "ScheduleActivityTask", activity_id="a1", activity_type="Flaky", start_to_close_timeout=10,
-        retry_policy={"initial_interval": 0.5, "backoff_coefficient": 2.0}))
+    worker.complete_workflow_task(
+        task,
+        command(
+            "ScheduleActivityTask",
+            activity_id="a1",
+            activity_type="Flaky",
+            start_to_close_timeout=10,
+            retry_policy={"initial_interval": 0.5, "backoff_coefficient": 2.0},
+        ),
+    )
 
     failed_at = []
     for expected_attempt in (1, 2):
@@ -66,11 +88,16 @@ def test_activity_failing_twice_succeeds_on_attempt_three_with_backoff(api: Api,
 def test_non_retryable_failure_is_final(api: Api, worker: ScriptedWorker) -> None:
     wid = _wid()
     api.start(wid, worker.queue)
-    worker.complete_workflow_task(worker.poll_workflow_task(), command(
-        "ScheduleActivityTask", activity_id="a1", activity_type="Bad", start_to_close_timeout=10))
+    worker.complete_workflow_task(
+        worker.poll_workflow_task(),
+        command("ScheduleActivityTask", activity_id="a1", activity_type="Bad", start_to_close_timeout=10),
+    )
     activity = worker.poll_activity_task()
-    worker.activity("fail", activity, failure={
-        "message": "no", "application_failure_info": {"type": "Fatal", "non_retryable": True}})
+    worker.activity(
+        "fail",
+        activity,
+        failure={"message": "no", "application_failure_info": {"type": "Fatal", "non_retryable": True}},
+    )
 
     task = worker.poll_workflow_task()
     failed = [e for e in task["history"]["events"] if e["event_type"] == "ActivityTaskFailed"]
@@ -80,9 +107,16 @@ def test_non_retryable_failure_is_final(api: Api, worker: ScriptedWorker) -> Non
 def test_start_to_close_timeout_is_retried(api: Api, worker: ScriptedWorker) -> None:
     wid = _wid()
     api.start(wid, worker.queue)
-    worker.complete_workflow_task(worker.poll_workflow_task(), command(
-        "ScheduleActivityTask", activity_id="a1", activity_type="Slow", start_to_close_timeout=1,
-        retry_policy={"initial_interval": 0.2}))
+    worker.complete_workflow_task(
+        worker.poll_workflow_task(),
+        command(
+            "ScheduleActivityTask",
+            activity_id="a1",
+            activity_type="Slow",
+            start_to_close_timeout=1,
+            retry_policy={"initial_interval": 0.2},
+        ),
+    )
     first = worker.poll_activity_task()
     assert first["attempt"] == 1
     second = worker.poll_activity_task(timeout=10)  # the first attempt timed out
@@ -95,9 +129,17 @@ def test_start_to_close_timeout_is_retried(api: Api, worker: ScriptedWorker) -> 
 def test_heartbeat_timeout_is_retried_with_details(api: Api, worker: ScriptedWorker) -> None:
     wid = _wid()
     api.start(wid, worker.queue)
-    worker.complete_workflow_task(worker.poll_workflow_task(), command(
-        "ScheduleActivityTask", activity_id="a1", activity_type="Beat", start_to_close_timeout=30,
-        heartbeat_timeout=1, retry_policy={"initial_interval": 0.2}))
+    worker.complete_workflow_task(
+        worker.poll_workflow_task(),
+        command(
+            "ScheduleActivityTask",
+            activity_id="a1",
+            activity_type="Beat",
+            start_to_close_timeout=30,
+            heartbeat_timeout=1,
+            retry_policy={"initial_interval": 0.2},
+        ),
+    )
     first = worker.poll_activity_task()
     r = worker.activity("heartbeat", first, details={"progress": 7})
     assert r.status_code == 200 and r.json() == {"cancel_requested": False}
@@ -110,8 +152,9 @@ def test_heartbeat_timeout_is_retried_with_details(api: Api, worker: ScriptedWor
 def test_timer_fires_and_wakes_the_workflow(api: Api, worker: ScriptedWorker) -> None:
     wid = _wid()
     api.start(wid, worker.queue)
-    worker.complete_workflow_task(worker.poll_workflow_task(), command(
-        "StartTimer", timer_id="t1", start_to_fire_timeout=1))
+    worker.complete_workflow_task(
+        worker.poll_workflow_task(), command("StartTimer", timer_id="t1", start_to_fire_timeout=1)
+    )
     started = time.monotonic()
     task = worker.poll_workflow_task()
 
@@ -142,15 +185,17 @@ def test_query_is_answered_by_a_polling_worker(api: Api, worker: ScriptedWorker)
     wid = _wid()
     api.start(wid, worker.queue)
     worker.complete_workflow_task(worker.poll_workflow_task())
-    import threading
-
     answers: list[object] = []
-    thread = threading.Thread(target=lambda: answers.append(
-        api.post(f"/workflows/{wid}/query", {"query_type": "state"})))
+    thread = threading.Thread(
+        target=lambda: answers.append(api.post(f"/workflows/{wid}/query", {"query_type": "state"}))
+    )
     thread.start()
     task = worker.poll_workflow_task()
     assert task["query"]["query_type"] == "state"
-    r = api.post(f"/task-queues/{worker.queue}/query-tasks/respond", {"task_token": task["task_token"], "answer": {"n": 1}})
+    r = api.post(
+        f"/task-queues/{worker.queue}/query-tasks/respond",
+        {"task_token": task["task_token"], "answer": {"n": 1}},
+    )
     assert r.status_code == 200, r.text
     thread.join(10)
 
@@ -196,8 +241,18 @@ def test_id_reuse_and_conflict_policies(api: Api, worker: ScriptedWorker) -> Non
     assert replaced["run_id"] != first["run_id"]
     api.post(f"/workflows/{wid}/terminate", {"reason": "x"})
 
-    assert api.post("/workflows", {"workflow_id": wid, "workflow_type": "T", "task_queue": worker.queue,
-                                   "id_reuse_policy": "REJECT_DUPLICATE"}).status_code == 409
+    assert (
+        api.post(
+            "/workflows",
+            {
+                "workflow_id": wid,
+                "workflow_type": "T",
+                "task_queue": worker.queue,
+                "id_reuse_policy": "REJECT_DUPLICATE",
+            },
+        ).status_code
+        == 409
+    )
     assert api.start(wid, worker.queue, id_reuse_policy="ALLOW_DUPLICATE_FAILED_ONLY")["started"]
     api.post(f"/workflows/{wid}/terminate")
     assert api.start(wid, worker.queue, id_reuse_policy="ALLOW_DUPLICATE")["started"]
@@ -209,7 +264,10 @@ def test_signal_request_id_deduplicates(api: Api, worker: ScriptedWorker) -> Non
     wid = _wid()
     api.start(wid, worker.queue)
     for _ in range(3):
-        assert api.post(f"/workflows/{wid}/signal", {"signal_name": "s", "request_id": "same"}).status_code == 200
+        assert (
+            api.post(f"/workflows/{wid}/signal", {"signal_name": "s", "request_id": "same"}).status_code
+            == 200
+        )
 
     assert api.event_types(wid).count("WorkflowExecutionSignaled") == 1
 
@@ -235,12 +293,9 @@ def test_history_long_poll_wakes_on_new_event(api: Api, worker: ScriptedWorker) 
     wid = _wid()
     api.start(wid, worker.queue)
     last = api.events(wid)[-1]["event_id"]
-    import threading
-
     threading.Timer(0.5, lambda: api.post(f"/workflows/{wid}/signal", {"signal_name": "x"})).start()
     started = time.monotonic()
     r = api.get(f"/workflows/{wid}/history", after_event_id=last, wait_new_event="true")
 
     assert r.status_code == 200 and r.json()["events"][0]["event_type"] == "WorkflowExecutionSignaled"
     assert time.monotonic() - started < 5
-    wait_until(lambda: True)

@@ -20,8 +20,13 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 def test_default_policy_matches_temporal() -> None:
     policy = normalize_retry_policy(None)
 
-    assert policy == {"initial_interval": 1.0, "backoff_coefficient": 2.0, "maximum_interval": 100.0,
-                      "maximum_attempts": 0, "non_retryable_error_types": []}
+    assert policy == {
+        "initial_interval": 1.0,
+        "backoff_coefficient": 2.0,
+        "maximum_interval": 100.0,
+        "maximum_attempts": 0,
+        "non_retryable_error_types": [],
+    }
 
 
 @pytest.mark.parametrize(("attempt", "delay"), [(1, 1.0), (2, 2.0), (3, 4.0), (8, 100.0)])
@@ -36,8 +41,15 @@ def test_next_retry_delay_replaces_computed_delay_but_is_capped() -> None:
     assert backoff_seconds(policy, 1, next_retry_delay=30) == 10
 
 
-@pytest.mark.parametrize("bad", [{"backoff_coefficient": 0.5}, {"initial_interval": 5, "maximum_interval": 1},
-                                 {"maximum_attempts": -1}, {"non_retryable_error_types": "X"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"backoff_coefficient": 0.5},
+        {"initial_interval": 5, "maximum_interval": 1},
+        {"maximum_attempts": -1},
+        {"non_retryable_error_types": "X"},
+    ],
+)
 def test_bad_policies_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         normalize_retry_policy(bad)
@@ -68,25 +80,30 @@ def test_retry_past_expiration_is_not_attempted() -> None:
 
 
 def test_activity_timeouts_are_normalised_from_schedule_to_close() -> None:
-    t = normalize_activity_timeouts(schedule_to_close=30, schedule_to_start=0, start_to_close=0,
-                                    heartbeat=60, run_timeout=0)
+    t = normalize_activity_timeouts(
+        schedule_to_close=30, schedule_to_start=0, start_to_close=0, heartbeat=60, run_timeout=0
+    )
 
     assert (t.schedule_to_start, t.start_to_close, t.heartbeat) == (30, 30, 30)
 
 
 def test_activity_timeouts_are_capped_by_run_timeout() -> None:
-    t = normalize_activity_timeouts(schedule_to_close=0, schedule_to_start=0, start_to_close=500,
-                                    heartbeat=0, run_timeout=100)
+    t = normalize_activity_timeouts(
+        schedule_to_close=0, schedule_to_start=0, start_to_close=500, heartbeat=0, run_timeout=100
+    )
 
     assert (t.schedule_to_close, t.schedule_to_start, t.start_to_close) == (100, 100, 100)
 
 
 def test_an_activity_needs_one_of_the_close_timeouts() -> None:
     with pytest.raises(ValueError):
-        normalize_activity_timeouts(schedule_to_close=0, schedule_to_start=5, start_to_close=0,
-                                    heartbeat=0, run_timeout=0)
+        normalize_activity_timeouts(
+            schedule_to_close=0, schedule_to_start=5, start_to_close=0, heartbeat=0, run_timeout=0
+        )
 
 
-@pytest.mark.parametrize(("execution", "run", "expected"), [(0, 0, 0), (60, 0, 60), (0, 30, 30), (60, 30, 30)])
+@pytest.mark.parametrize(
+    ("execution", "run", "expected"), [(0, 0, 0), (60, 0, 60), (0, 30, 30), (60, 30, 30)]
+)
 def test_effective_run_timeout(execution: float, run: float, expected: float) -> None:
     assert effective_run_timeout(execution, run) == expected
