@@ -94,6 +94,8 @@ class ExecutionMutation:
         self._timers: list[TimerTask] = []
         self._notifications: set[tuple[str, str]] = set()
         self.closed_now = False
+        # Set when retention deleted the run: there is nothing left to save.
+        self.deleted = False
         # Set when a command's effect needs the workflow to run again (e.g. an activity canceled at once).
         self.force_new_task = False
         # Runs this change creates (continue-as-new), saved after this one closes.
@@ -327,6 +329,8 @@ class ExecutionMutation:
     def save(self) -> None:
         """Write events, state, rows and notifications inside the caller's transaction."""
         assert connection.in_atomic_block, "kernel writes need an open transaction"
+        if self.deleted:
+            return
         self.enforce_history_limits()
         if self.closed_now:
             self._drop_pending_work()

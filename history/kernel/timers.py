@@ -93,7 +93,7 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask) -> bool:
     if kind == TimerKind.RETENTION:
         if ex.status != ExecutionStatus.RUNNING:
             ex.delete()
-            m._events.clear()
+            m.deleted = True
             return True
         timer.delete()
         return False
