@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
+from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
@@ -110,3 +111,18 @@ def add_async_endpoints_to_schema(result: dict[str, Any], generator: Any, **kwar
             },
         }
     return result
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of coercing them to text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+def refuse_nul(value: str, what: str) -> None:
+    """Path parameters never pass the JSON parser: check them before they reach a query."""
+    if "\x00" in value:
+        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"{what} may not contain NUL characters")

@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chronicle.api import StrictCharField, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError, ErrorCode
@@ -38,6 +39,8 @@ class NamespaceApi(APIView):
     role = "client"
 
     def namespace(self, request: Request, name: str) -> Namespace:
+        for value in self.kwargs.values():
+            refuse_nul(str(value), "the path")
         return access_namespace(request.auth, name, self.role)
 
 
@@ -53,11 +56,11 @@ def _wait_for(key: str, timeout: float) -> None:
 
 
 class StartSerializer(serializers.Serializer[Any]):
-    workflow_id = serializers.CharField(max_length=1000)
-    workflow_type = serializers.CharField(max_length=1000)
-    task_queue = serializers.CharField(max_length=1000)
+    workflow_id = StrictCharField(max_length=1000)
+    workflow_type = StrictCharField(max_length=1000)
+    task_queue = StrictCharField(max_length=1000)
     input = serializers.ListField(required=False, default=list)
-    request_id = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+    request_id = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
     id_reuse_policy = serializers.ChoiceField(REUSE, required=False, default="ALLOW_DUPLICATE")
     id_conflict_policy = serializers.ChoiceField(CONFLICT, required=False, default="", allow_blank=True)
     execution_timeout = serializers.FloatField(required=False, default=0, min_value=0)
@@ -67,7 +70,7 @@ class StartSerializer(serializers.Serializer[Any]):
     search_attributes = serializers.DictField(required=False, default=dict)
     retry_policy = serializers.DictField(required=False, default=None, allow_null=True)
     start_delay = serializers.FloatField(required=False, default=0, min_value=0)
-    identity = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+    identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
 
 
 class WorkflowListApi(NamespaceApi):
@@ -84,15 +87,15 @@ class WorkflowListApi(NamespaceApi):
         )
 
     class ListSerializer(serializers.Serializer[Any]):
-        workflow_type = serializers.CharField(required=False, default="")
-        workflow_id = serializers.CharField(required=False, default="")
-        status = serializers.CharField(required=False, default="")
+        workflow_type = StrictCharField(required=False, default="")
+        workflow_id = StrictCharField(required=False, default="")
+        status = StrictCharField(required=False, default="")
         started_after = serializers.DateTimeField(required=False, default=None)
         started_before = serializers.DateTimeField(required=False, default=None)
         closed_after = serializers.DateTimeField(required=False, default=None)
         closed_before = serializers.DateTimeField(required=False, default=None)
         page_size = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
-        cursor = serializers.CharField(required=False, default="")
+        cursor = StrictCharField(required=False, default="")
 
     def get(self, request: Request, namespace: str) -> Response:
         ns = self.namespace(request, namespace)
@@ -104,7 +107,7 @@ class WorkflowListApi(NamespaceApi):
 
 class SignalWithStartApi(NamespaceApi):
     class InputSerializer(StartSerializer):
-        signal_name = serializers.CharField(max_length=1000)
+        signal_name = StrictCharField(max_length=1000)
         signal_input = serializers.ListField(required=False, default=list)
 
     def post(self, request: Request, namespace: str) -> Response:
@@ -129,10 +132,10 @@ class WorkflowDetailApi(NamespaceApi):
 
 class SignalApi(NamespaceApi):
     class InputSerializer(serializers.Serializer[Any]):
-        signal_name = serializers.CharField(max_length=1000)
+        signal_name = StrictCharField(max_length=1000)
         input = serializers.ListField(required=False, default=list)
-        request_id = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
-        identity = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+        request_id = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
+        identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
 
     def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)
@@ -143,8 +146,8 @@ class SignalApi(NamespaceApi):
 
 
 class ReasonSerializer(serializers.Serializer[Any]):
-    reason = serializers.CharField(max_length=10_000, required=False, default="", allow_blank=True)
-    identity = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
+    reason = StrictCharField(max_length=10_000, required=False, default="", allow_blank=True)
+    identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
 
 
 class CancelApi(NamespaceApi):
@@ -172,7 +175,7 @@ class TerminateApi(NamespaceApi):
 
 class QueryApi(NamespaceApi):
     class InputSerializer(serializers.Serializer[Any]):
-        query_type = serializers.CharField(max_length=1000)
+        query_type = StrictCharField(max_length=1000)
         query_args = serializers.ListField(required=False, default=list)
 
     def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:

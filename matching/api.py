@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chronicle.api import parse_json_body
+from chronicle.api import StrictCharField, parse_json_body, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError
@@ -51,6 +51,7 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
     try:
         if request.method != "POST":
             return JsonResponse({"code": "method_not_allowed", "message": "use POST"}, status=405)
+        refuse_nul(namespace + task_queue, "the path")
         body = parse_json_body(request.body)
         key = await _db(api_key_from_header)(request.headers.get("Authorization"))
         ns = await _db(access_namespace)(key, namespace, "worker")
@@ -100,18 +101,20 @@ class WorkerApi(APIView):
     """Base for token-based worker responses: the key needs the worker role."""
 
     def gate(self, request: Request, namespace: str) -> None:
+        for value in self.kwargs.values():
+            refuse_nul(str(value), "the path")
         access_namespace(request.auth, namespace, "worker")
 
 
 class TokenSerializer(serializers.Serializer[Any]):
-    task_token = serializers.CharField(max_length=8000)
-    identity = serializers.CharField(max_length=1000, required=False, default="")
+    task_token = StrictCharField(max_length=8000)
+    identity = StrictCharField(max_length=1000, required=False, default="")
 
 
 class WorkflowTaskCompleteApi(WorkerApi):
     class InputSerializer(TokenSerializer):
         commands = serializers.ListField(child=serializers.DictField(), required=False, default=list)
-        sticky_task_queue = serializers.CharField(
+        sticky_task_queue = StrictCharField(
             max_length=1000, required=False, default="", allow_blank=True
         )
         sticky_schedule_to_start_timeout = serializers.FloatField(required=False, default=0, min_value=0)
@@ -133,7 +136,7 @@ class WorkflowTaskCompleteApi(WorkerApi):
 
 class WorkflowTaskFailApi(WorkerApi):
     class InputSerializer(TokenSerializer):
-        cause = serializers.CharField(max_length=200)
+        cause = StrictCharField(max_length=200)
         failure = serializers.DictField(required=False, default=dict)
 
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
@@ -183,7 +186,7 @@ class ActivityTaskCanceledApi(WorkerApi):
 
 class ActivityTaskHeartbeatApi(WorkerApi):
     class InputSerializer(serializers.Serializer[Any]):
-        task_token = serializers.CharField(max_length=8000)
+        task_token = StrictCharField(max_length=8000)
         details = serializers.JSONField(required=False, default=None)
 
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
@@ -196,9 +199,9 @@ class ActivityTaskHeartbeatApi(WorkerApi):
 
 class QueryTaskRespondApi(WorkerApi):
     class InputSerializer(serializers.Serializer[Any]):
-        task_token = serializers.CharField(max_length=8000)
+        task_token = StrictCharField(max_length=8000)
         answer = serializers.JSONField(required=False, default=None)
-        error_message = serializers.CharField(
+        error_message = StrictCharField(
             required=False, default="", allow_blank=True, max_length=100_000
         )
 

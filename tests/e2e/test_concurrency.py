@@ -9,8 +9,6 @@ import uuid
 from collections import Counter
 from typing import Any
 
-import httpx
-
 from history.models import HistoryEvent, Shard, TimerTask, WorkflowExecution
 from tests.conftest import Api, ScriptedWorker, Stack, command, wait_until
 
@@ -35,14 +33,17 @@ def _parallel(fns: list[Any]) -> list[Any]:
     return results
 
 
-def test_concurrent_completions_of_one_token_exactly_one_wins(stack: Stack, api: Api, worker: ScriptedWorker) -> None:
+def test_concurrent_completions_of_one_token_exactly_one_wins(
+    stack: Stack, api: Api, worker: ScriptedWorker
+) -> None:
     wid = _wid()
     api.start(wid, worker.queue)
     task = worker.poll_workflow_task()
     clients = [Api(stack, _tenant_of(api, stack)) for _ in range(2)]
     body = {"task_token": task["task_token"], "commands": [], "identity": "race"}
-    results = _parallel([lambda c=c: c.post(f"/task-queues/{worker.queue}/workflow-tasks/complete", body)
-                         for c in clients])
+    results = _parallel(
+        [lambda c=c: c.post(f"/task-queues/{worker.queue}/workflow-tasks/complete", body) for c in clients]
+    )
 
     codes = sorted(r.status_code for r in results)
     assert codes[0] == 200 and codes[1] in (404, 409), [r.text for r in results]
@@ -63,8 +64,12 @@ def test_twenty_concurrent_signals_all_land_gapless(stack: Stack, api: Api, queu
     api.start(wid, queue)
     tenant = _tenant_of(api, stack)
     clients = [Api(stack, tenant) for _ in range(20)]
-    results = _parallel([lambda c=c, i=i: c.post(f"/workflows/{wid}/signal", {"signal_name": "s", "input": [i]})
-                         for i, c in enumerate(clients)])
+    results = _parallel(
+        [
+            lambda c=c, i=i: c.post(f"/workflows/{wid}/signal", {"signal_name": "s", "input": [i]})
+            for i, c in enumerate(clients)
+        ]
+    )
 
     assert all(r.status_code == 200 for r in results), [r.text for r in results if r.status_code != 200]
     events = api.events(wid)
@@ -74,7 +79,9 @@ def test_twenty_concurrent_signals_all_land_gapless(stack: Stack, api: Api, queu
     assert [e["event_id"] for e in events] == list(range(1, len(events) + 1))
 
 
-def _start_with_timers(api: Api, worker: ScriptedWorker, n_workflows: int, n_timers: int, due: float) -> list[str]:
+def _start_with_timers(
+    api: Api, worker: ScriptedWorker, n_workflows: int, n_timers: int, due: float
+) -> list[str]:
     wids = [_wid() for _ in range(n_workflows)]
     for wid in wids:
         api.start(wid, worker.queue)
@@ -88,12 +95,16 @@ def _start_with_timers(api: Api, worker: ScriptedWorker, n_workflows: int, n_tim
 
 def _fired(django_db_blocker: Any, wids: list[str]) -> list[tuple[Any, str]]:
     with django_db_blocker.unblock():
-        return list(HistoryEvent.objects.filter(run__workflow_id__in=wids, event_type="TimerFired")
-                    .values_list("run_id", "attributes__timer_id"))
+        return list(
+            HistoryEvent.objects.filter(run__workflow_id__in=wids, event_type="TimerFired").values_list(
+                "run_id", "attributes__timer_id"
+            )
+        )
 
 
-def test_two_daemons_fire_each_of_1000_timers_exactly_once(stack: Stack, api: Api, worker: ScriptedWorker,
-                                                           django_db_blocker: Any) -> None:
+def test_two_daemons_fire_each_of_1000_timers_exactly_once(
+    stack: Stack, api: Api, worker: ScriptedWorker, django_db_blocker: Any
+) -> None:
     extra = f"owner-{uuid.uuid4().hex[:6]}"
     proc = stack.start_shard_owner(extra)
     try:
@@ -112,8 +123,9 @@ def test_two_daemons_fire_each_of_1000_timers_exactly_once(stack: Stack, api: Ap
         proc.wait(10)
 
 
-def test_sigkilled_daemon_shards_are_taken_over(stack: Stack, api: Api, worker: ScriptedWorker,
-                                                django_db_blocker: Any) -> None:
+def test_sigkilled_daemon_shards_are_taken_over(
+    stack: Stack, api: Api, worker: ScriptedWorker, django_db_blocker: Any
+) -> None:
     extra = f"victim-{uuid.uuid4().hex[:6]}"
     proc = stack.start_shard_owner(extra)
 

@@ -1,0 +1,633 @@
+#!/usr/bin/env python
+"""Chronicle end-to-end benchmark.
+
+Creates a scratch database, migrates it, boots gunicorn + the shard owner,
+measures starts/s, workflow-task turnaround, activity dispatch latency, timer
+lateness, events appended/s, and compares against a pgbench ceiling.
+
+Usage: python bench/run_bench.py [--database-url URL] [--workflows N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+import httpx
+import psycopg
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+THREADS = 8
+NS = "bench"
+
+TARGETS = {
+    "activity_dispatch_p99_ms": 10.0,
+    "wft_turnaround_p99_ms": 50.0,
+    "timer_lateness_p99_ms": 50.0,
+    "events_vs_pgbench_ratio": 0.5,
+}
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    k = min(len(s) - 1, max(0, round(p / 100.0 * (len(s) - 1))))
+    return s[k]
+
+
+def summary_ms(values_s: list[float]) -> dict:
+    ms = [v * 1000.0 for v in values_s]
+    return {"n": len(ms), "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "max_ms": max(ms) if ms else None}
+
+
+def with_db(url: str, db: str) -> str:
+    u = urlparse(url)
+    return urlunparse(u._replace(path="/" + db))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def python_exe() -> str:
+    venv = ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+class Api:
+    def __init__(self, base: str, key: str):
+        self.base = base.rstrip("/") + f"/api/v1/namespaces/{NS}"
+        self.headers = {"Authorization": f"Bearer {key}"}
+        self._local = threading.local()
+
+    def client(self) -> httpx.Client:
+        c = getattr(self._local, "c", None)
+        if c is None:
+            c = httpx.Client(headers=self.headers, timeout=httpx.Timeout(30.0))
+            self._local.c = c
+        return c
+
+    def post(self, path: str, body: dict) -> httpx.Response:
+        return self.client().post(self.base + path, json=body)
+
+    def start(self, wid: str, queue: str) -> httpx.Response:
+        r = self.post("/workflows", {"workflow_id": wid, "workflow_type": "BenchWF", "task_queue": queue})
+        if r.status_code != 201:
+            raise RuntimeError(f"start {wid}: {r.status_code} {r.text[:300]}")
+        return r
+
+    def poll_wft(self, queue: str, timeout: float = 5.0) -> dict | None:
+        r = self.post(f"/task-queues/{queue}/workflow-tasks/poll", {"identity": "bench", "timeout": timeout})
+        if r.status_code == 204:
+            return None
+        if r.status_code != 200:
+            raise RuntimeError(f"poll wft: {r.status_code} {r.text[:300]}")
+        return r.json()
+
+    def complete_wft(self, queue: str, token: str, commands: list[dict]) -> httpx.Response:
+        r = self.post(
+            f"/task-queues/{queue}/workflow-tasks/complete", {"task_token": token, "commands": commands}
+        )
+        if r.status_code >= 300:
+            raise RuntimeError(f"complete wft: {r.status_code} {r.text[:300]}")
+        return r
+
+    def poll_act(self, queue: str, timeout: float = 5.0) -> dict | None:
+        r = self.post(f"/task-queues/{queue}/activity-tasks/poll", {"identity": "bench", "timeout": timeout})
+        if r.status_code == 204:
+            return None
+        if r.status_code != 200:
+            raise RuntimeError(f"poll act: {r.status_code} {r.text[:300]}")
+        return r.json()
+
+    def complete_act(self, queue: str, token: str) -> httpx.Response:
+        r = self.post(f"/task-queues/{queue}/activity-tasks/complete", {"task_token": token, "result": "ok"})
+        if r.status_code >= 300:
+            raise RuntimeError(f"complete act: {r.status_code} {r.text[:300]}")
+        return r
+
+
+def complete_cmd() -> dict:
+    return {"command_type": "CompleteWorkflowExecution", "attributes": {"result": "done"}}
+
+
+def count_events(dburl: str) -> int:
+    with psycopg.connect(dburl, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM history_historyevent").fetchone()[0]
+
+
+# --------------------------------------------------------------------------- phases
+
+
+def phase_starts(api: Api, n: int) -> dict:
+    log(f"phase 1: {n} starts across {THREADS} threads")
+    errors: list[str] = []
+
+    def one(i: int) -> bool:
+        try:
+            api.start(f"start-{i}", "q-starts")
+            return True
+        except Exception as exc:
+            errors.append(str(exc)[:200])
+            return False
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(THREADS) as ex:
+        ok = sum(ex.map(one, range(n)))
+    el = time.perf_counter() - t0
+    return {"n": n, "ok": ok, "failed": n - ok, "seconds": el, "starts_per_s": ok / el, "errors": errors[:5]}
+
+
+def phase_wft(api: Api, iterations: int = 100, budget_s: float = 30.0) -> dict:
+    log(f"phase 2: workflow-task turnaround ({iterations} iterations)")
+    queue = "q-wft"
+    turnaround, complete_lat = [], []
+    deadline = time.perf_counter() + budget_s
+    with ThreadPoolExecutor(1) as ex:
+        for i in range(iterations):
+            if time.perf_counter() > deadline:
+                break
+            holder: dict = {}
+
+            def poller(holder: dict = holder) -> None:
+                holder["task"] = api.poll_wft(queue, timeout=5)
+                holder["t"] = time.perf_counter()
+
+            fut = ex.submit(poller)
+            time.sleep(0.03)  # let the poll reach the server and park
+            api.start(f"wft-{i}", queue)
+            t_start = time.perf_counter()
+            fut.result(timeout=15)
+            task = holder.get("task")
+            if task is None:
+                continue
+            turnaround.append(holder["t"] - t_start)
+            t0 = time.perf_counter()
+            api.complete_wft(queue, task["task_token"], [complete_cmd()])
+            complete_lat.append(time.perf_counter() - t0)
+    return {"turnaround": summary_ms(turnaround), "complete_rtt": summary_ms(complete_lat)}
+
+
+def phase_activity(api: Api, iterations: int = 100, budget_s: float = 40.0) -> dict:
+    log(f"phase 3: activity dispatch latency ({iterations} iterations)")
+    queue = "q-act"
+    lat = []
+    deadline = time.perf_counter() + budget_s
+    with ThreadPoolExecutor(1) as ex:
+        for i in range(iterations):
+            if time.perf_counter() > deadline:
+                break
+            api.start(f"act-{i}", queue)
+            task = api.poll_wft(queue, timeout=5)
+            if task is None:
+                continue
+            holder: dict = {}
+
+            def poller(holder: dict = holder) -> None:
+                holder["task"] = api.poll_act(queue, timeout=5)
+                holder["t"] = time.perf_counter()
+
+            fut = ex.submit(poller)
+            time.sleep(0.03)
+            api.complete_wft(
+                queue,
+                task["task_token"],
+                [
+                    {
+                        "command_type": "ScheduleActivityTask",
+                        "attributes": {
+                            "activity_id": "a1",
+                            "activity_type": "BenchAct",
+                            "start_to_close_timeout": 30,
+                        },
+                    }
+                ],
+            )
+            t_done = time.perf_counter()
+            fut.result(timeout=15)
+            at = holder.get("task")
+            if at is None:
+                continue
+            lat.append(holder["t"] - t_done)
+            api.complete_act(queue, at["task_token"])
+            # Finish the workflow so it doesn't linger.
+            t2 = api.poll_wft(queue, timeout=5)
+            if t2 is not None:
+                api.complete_wft(queue, t2["task_token"], [complete_cmd()])
+    return {"dispatch": summary_ms(lat)}
+
+
+def _ts(s: str) -> float:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.0) -> dict:
+    total = n_wf * per_wf
+    log(f"phase 4: {total} timers ({n_wf} workflows x {per_wf}) due at the same instant")
+    queue = "q-timer"
+    lock = threading.Lock()
+    T = {"due": None}
+    seen: dict[str, set] = {}
+    task_lateness, fire_lateness = [], []
+    first_done = [0]
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                task = api.poll_wft(queue, timeout=2)
+            except Exception as exc:  # keep polling; report at the end
+                errors.append(str(exc)[:200])
+                time.sleep(0.1)
+                continue
+            recv = time.time()
+            if task is None:
+                continue
+            wid = task["workflow_execution"]["workflow_id"]
+            events = task["history"]["events"]
+            fired = [e for e in events if e["event_type"] == "TimerFired"]
+            if not fired:
+                due = T["due"]
+                if due is None:  # should not happen: T is set before starts
+                    due = time.time() + lead_s
+                cmds = []
+                for k in range(per_wf):
+                    delay = max(0.001, due - time.time())
+                    cmds.append(
+                        {
+                            "command_type": "StartTimer",
+                            "attributes": {"timer_id": f"t{k}", "start_to_fire_timeout": delay},
+                        }
+                    )
+                api.complete_wft(queue, task["task_token"], cmds)
+                with lock:
+                    first_done[0] += 1
+                continue
+            with lock:
+                task_lateness.append(recv - T["due"])
+                s = seen.setdefault(wid, set())
+                for e in fired:
+                    if e["event_id"] not in s:
+                        s.add(e["event_id"])
+                        fire_lateness.append(_ts(e["event_time"]) - T["due"])
+                done = len(s) >= per_wf
+            api.complete_wft(queue, task["task_token"], [complete_cmd()] if done else [])
+
+    # Due time fixed up front so every command computes its delay against it.
+    T["due"] = time.time() + lead_s + 2.0  # + time to start and hand out first tasks
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    with ThreadPoolExecutor(THREADS) as ex:
+        list(ex.map(lambda i: api.start(f"timer-{i}", queue), range(n_wf)))
+    setup_done = time.time()
+    hard_deadline = T["due"] + 20.0
+    while time.time() < hard_deadline:
+        with lock:
+            fired_total = sum(len(v) for v in seen.values())
+        if fired_total >= total:
+            break
+        time.sleep(0.1)
+    time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join(timeout=5)
+    with lock:
+        fired_total = sum(len(v) for v in seen.values())
+    return {
+        "timers": total,
+        "fired_seen": fired_total,
+        "first_tasks_completed": first_done[0],
+        "setup_margin_s": T["due"] - setup_done,
+        "task_receive_lateness": summary_ms(task_lateness),
+        "fire_event_lateness": summary_ms(fire_lateness),
+        "errors": errors[:5],
+    }
+
+
+def phase_signals(api: Api, dburl: str, n_wf: int, seconds: float = 5.0) -> dict:
+    log(f"phase 5: signals for {seconds:.0f}s across {THREADS} threads")
+    before = count_events(dburl)
+    sent = [0] * THREADS
+    errs = [0] * THREADS
+    end = time.perf_counter() + seconds
+
+    def worker(t: int) -> None:
+        ids = [f"start-{i}" for i in range(t, n_wf, THREADS)] or [f"start-{t}"]
+        j = 0
+        while time.perf_counter() < end:
+            r = api.post(f"/workflows/{ids[j % len(ids)]}/signal", {"signal_name": "s"})
+            if r.status_code < 300:
+                sent[t] += 1
+            else:
+                errs[t] += 1
+            j += 1
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    el = time.perf_counter() - t0
+    after = count_events(dburl)
+    return {
+        "seconds": el,
+        "signals": sum(sent),
+        "errors": sum(errs),
+        "signals_per_s": sum(sent) / el,
+        "events": after - before,
+        "events_per_s": (after - before) / el,
+    }
+
+
+def phase_pgbench(dburl: str) -> dict:
+    log("phase 6: pgbench ceiling (10s)")
+    exe = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
+    if not Path(exe).exists():
+        return {"error": "pgbench not found"}
+    with psycopg.connect(dburl, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_event, bench_exec")
+        conn.execute(
+            "CREATE TABLE bench_event (id bigserial PRIMARY KEY, run_id uuid, "
+            "event_id bigint, event_type text, event_time timestamptz, "
+            "attributes jsonb)"
+        )
+        conn.execute("CREATE TABLE bench_exec (run_id int PRIMARY KEY, next_event_id bigint)")
+        conn.execute("INSERT INTO bench_exec SELECT g, 1 FROM generate_series(1, 1000) g")
+    cmd = [exe, "-n", "-c", "8", "-j", "2", "-T", "10", "-f", str(BENCH_DIR / "pgbench_event.sql"), dburl]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    m = re.search(r"tps = ([0-9.]+)", p.stdout)
+    if p.returncode != 0 or not m:
+        return {"error": (p.stderr or p.stdout)[-500:]}
+    return {"tps": float(m.group(1))}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def stop_procs(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def g(d: dict, *path):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def fmt(v, unit="") -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:,.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "MISS")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432"),
+        help="server URL; a fresh database is created on it",
+    )
+    ap.add_argument("--workflows", type=int, default=500, help="starts in phase 1")
+    ap.add_argument(
+        "--conn-max-age",
+        default=None,
+        help="CHRONICLE_CONN_MAX_AGE for the stack; default: server default, "
+        "or 0 when the Postgres server has few free connection slots",
+    )
+    args = ap.parse_args()
+
+    dbname = f"chronicle_bench_{secrets.token_hex(4)}"
+    admin_url = with_db(args.database_url, "postgres")
+    dburl = with_db(args.database_url, dbname)
+    env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
+    py = python_exe()
+    procs: list[subprocess.Popen] = []
+    results: dict = {"database": dbname, "workflows": args.workflows}
+    t_run = time.perf_counter()
+
+    log(f"creating database {dbname}")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        max_conn = int(conn.execute("SHOW max_connections").fetchone()[0])
+        used = conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone()[0]
+        conn.execute(f'CREATE DATABASE "{dbname}"')
+    free_slots = max_conn - used
+    results["pg_free_connection_slots"] = free_slots
+    conn_max_age = args.conn_max_age
+    if conn_max_age is None and free_slots < 90:
+        conn_max_age = "0"
+        log(
+            f"only {free_slots} free Postgres connection slots (others are in use); "
+            "running the stack with CHRONICLE_CONN_MAX_AGE=0 to avoid exhausting them"
+        )
+    if conn_max_age is not None:
+        env["CHRONICLE_CONN_MAX_AGE"] = str(conn_max_age)
+    results["conn_max_age"] = conn_max_age
+    try:
+        log("migrating")
+        subprocess.run(
+            [py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300
+        )
+        snippet = (
+            "from namespaces.services import namespace_create, api_key_issue; "
+            'ns=namespace_create(name="bench", request_rps=0); '
+            'print(api_key_issue(namespace=ns, name="b", '
+            'roles=["client","worker","admin"])[1])'
+        )
+        out = subprocess.run(
+            [py, "manage.py", "shell", "-c", snippet],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        key = out.stdout.strip().splitlines()[-1].strip()
+
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        log(f"starting gunicorn on :{port} and the shard owner")
+        procs.append(
+            subprocess.Popen(
+                [
+                    py,
+                    "-m",
+                    "gunicorn",
+                    "chronicle.asgi:application",
+                    "-k",
+                    "uvicorn_worker.UvicornWorker",
+                    "-w",
+                    "2",
+                    "-b",
+                    f"127.0.0.1:{port}",
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env=env,
+            )
+        )
+        procs.append(subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env))
+        deadline = time.time() + 60
+        while True:
+            try:
+                if httpx.get(base + "/api/schema/", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError("server did not come up")
+            time.sleep(0.3)
+        api = Api(base, key)
+        # Warm both gunicorn workers / connections a bit.
+        for _ in range(8):
+            api.post("/task-queues/warm/workflow-tasks/poll", {"identity": "w", "timeout": 0.01})
+
+        def guarded(name: str, fn, *a):
+            try:
+                return fn(*a)
+            except Exception as exc:
+                log(f"{name} failed: {exc!r}"[:400])
+                return {"error": repr(exc)[:400]}
+
+        ev0 = count_events(dburl)
+        t13 = time.perf_counter()
+        results["starts"] = guarded("starts", phase_starts, api, args.workflows)
+        results["wft"] = guarded("wft", phase_wft, api)
+        results["activity"] = guarded("activity", phase_activity, api)
+        el13 = time.perf_counter() - t13
+        ev13 = count_events(dburl) - ev0
+        results["phases_1_3_events"] = {"events": ev13, "seconds": el13, "events_per_s": ev13 / el13}
+        results["timers"] = guarded("timers", phase_timers, api)
+        results["signals"] = guarded("signals", phase_signals, api, dburl, args.workflows)
+        stop_procs(procs)  # measure the ceiling on an otherwise idle server
+        results["pgbench"] = guarded("pgbench", phase_pgbench, dburl)
+    finally:
+        stop_procs(procs)
+        try:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+            log(f"dropped database {dbname}")
+        except Exception as exc:
+            log(f"could not drop {dbname}: {exc}")
+    results["total_seconds"] = time.perf_counter() - t_run
+    for k in ("starts", "wft", "activity", "timers", "signals", "pgbench"):
+        results.setdefault(k, {"error": "not run"})
+
+    r = results
+    tps = g(r, "pgbench", "tps")
+    ev_s = g(r, "signals", "events_per_s")
+    wft_p99 = g(r, "wft", "turnaround", "p99_ms")
+    act_p99 = g(r, "activity", "dispatch", "p99_ms")
+    tim_p99 = g(r, "timers", "task_receive_lateness", "p99_ms")
+    ratio = ev_s / tps if (tps and ev_s is not None) else None
+    checks = {
+        "activity_dispatch_p99_ms": (act_p99, "< 10", None if act_p99 is None else act_p99 < 10),
+        "wft_turnaround_p99_ms": (wft_p99, "< 50", None if wft_p99 is None else wft_p99 < 50),
+        "timer_lateness_p99_ms": (tim_p99, "< 50", None if tim_p99 is None else tim_p99 < 50),
+        "events_vs_pgbench_ratio": (ratio, ">= 0.5", None if ratio is None else ratio >= 0.5),
+    }
+    r["checks"] = {k: {"value": v, "target": t, "pass": ok} for k, (v, t, ok) in checks.items()}
+
+    def pair(*path):
+        return f"{fmt(g(r, *path, 'p50_ms'), ' ms')} / {fmt(g(r, *path, 'p99_ms'), ' ms')}"
+
+    def vs(v):
+        return f"{v / tps:.3f}x pgbench" if (tps and v is not None) else ""
+
+    e13 = g(r, "phases_1_3_events", "events_per_s")
+    rows = [
+        (
+            "starts/s",
+            fmt(g(r, "starts", "starts_per_s")),
+            "",
+            f"{g(r, 'starts', 'failed')} failed" if g(r, "starts", "failed") else "",
+        ),
+        (
+            "WFT turnaround p50 / p99",
+            pair("wft", "turnaround"),
+            "p99 < 50 ms",
+            verdict(checks["wft_turnaround_p99_ms"][2]),
+        ),
+        ("WFT complete RTT p50 / p99", pair("wft", "complete_rtt"), "", ""),
+        (
+            "activity dispatch p50 / p99",
+            pair("activity", "dispatch"),
+            "p99 < 10 ms",
+            verdict(checks["activity_dispatch_p99_ms"][2]),
+        ),
+        (
+            "timer lateness (task recv) p50 / p99",
+            pair("timers", "task_receive_lateness"),
+            "p99 < 50 ms",
+            verdict(checks["timer_lateness_p99_ms"][2]),
+        ),
+        ("timer lateness (fire event) p50 / p99", pair("timers", "fire_event_lateness"), "", ""),
+        ("timers fired / expected", f"{g(r, 'timers', 'fired_seen')} / {g(r, 'timers', 'timers')}", "", ""),
+        ("events/s (phases 1-3)", fmt(e13), "", vs(e13)),
+        ("signals/s", fmt(g(r, "signals", "signals_per_s")), "", ""),
+        (
+            "events/s (signal phase)",
+            fmt(ev_s),
+            ">= 0.5 x pgbench",
+            (vs(ev_s) + " " if ratio is not None else "") + verdict(checks["events_vs_pgbench_ratio"][2]),
+        ),
+        ("pgbench tps (ceiling)", fmt(tps) if tps else str(g(r, "pgbench", "error"))[:60], "", ""),
+    ]
+    w = [max(len(x[i]) for x in [*rows, ("metric", "value", "target", "result")]) for i in range(4)]
+    line = "  ".join("-" * n for n in w)
+    print(line)
+    print("  ".join(h.ljust(n) for h, n in zip(("metric", "value", "target", "result"), w, strict=False)))
+    print(line)
+    for row in rows:
+        print("  ".join(c.ljust(n) for c, n in zip(row, w, strict=False)))
+    print(line)
+    print(f"total runtime {results['total_seconds']:.0f}s")
+
+    out_dir = BENCH_DIR / "results"
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / "latest.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    log(f"wrote {out_dir.relative_to(ROOT) / 'latest.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
