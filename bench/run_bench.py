@@ -426,12 +426,6 @@ def main() -> int:
         help="server URL; a fresh database is created on it",
     )
     ap.add_argument("--workflows", type=int, default=500, help="starts in phase 1")
-    ap.add_argument(
-        "--conn-max-age",
-        default=None,
-        help="CHRONICLE_CONN_MAX_AGE for the stack; default: server default, "
-        "or 0 when the Postgres server has few free connection slots",
-    )
     args = ap.parse_args()
 
     dbname = f"chronicle_bench_{secrets.token_hex(4)}"
@@ -450,16 +444,6 @@ def main() -> int:
         conn.execute(f'CREATE DATABASE "{dbname}"')
     free_slots = max_conn - used
     results["pg_free_connection_slots"] = free_slots
-    conn_max_age = args.conn_max_age
-    if conn_max_age is None and free_slots < 90:
-        conn_max_age = "0"
-        log(
-            f"only {free_slots} free Postgres connection slots (others are in use); "
-            "running the stack with CHRONICLE_CONN_MAX_AGE=0 to avoid exhausting them"
-        )
-    if conn_max_age is not None:
-        env["CHRONICLE_CONN_MAX_AGE"] = str(conn_max_age)
-    results["conn_max_age"] = conn_max_age
     try:
         log("migrating")
         subprocess.run(

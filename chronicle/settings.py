@@ -76,9 +76,16 @@ def _database_url() -> str:
 
 DATABASES = {"default": env.db_url_config(_database_url())}
 DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("CHRONICLE_CONN_MAX_AGE", default=600)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Under ASGI each sync request runs on its own thread, so per-thread persistent
+# connections would pile up; a per-process psycopg pool bounds and reuses them instead.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"].setdefault("OPTIONS", {})
+if env.bool("CHRONICLE_DB_POOL", default=True):
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": env.int("CHRONICLE_DB_POOL_MIN", default=2),
+        "max_size": env.int("CHRONICLE_DB_POOL_MAX", default=20),
+        "timeout": env.float("CHRONICLE_DB_POOL_TIMEOUT", default=30.0),
+    }
 DATABASES["default"]["OPTIONS"].setdefault("application_name", "chronicle")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

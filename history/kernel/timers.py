@@ -71,6 +71,7 @@ def fire_timers(fence: ShardFence, timer_ids: list[tuple[int, str]]) -> int:
             )
         }
         mutations: dict[str, ExecutionMutation] = {}
+        done: list[int] = []
         for timer_id, run_id in timer_ids:
             timer = timers.get(timer_id)
             execution = runs.get(run_id)
@@ -78,16 +79,21 @@ def fire_timers(fence: ShardFence, timer_ids: list[tuple[int, str]]) -> int:
                 continue
             mutation = mutations.get(run_id) or ExecutionMutation(execution, execution.namespace)
             mutations[run_id] = mutation
-            if _fire_one(mutation, timer):
+            if _fire_one(mutation, timer, done):
                 fired += 1
+        TimerTask.objects.filter(id__in=done).delete()
         for mutation in mutations.values():
             mutation.save()
         crash_point("daemon_after_fire_before_commit")
     return fired
 
 
-def _fire_one(m: ExecutionMutation, timer: TimerTask) -> bool:
-    """Apply one timer; return True if it changed the run. The row is deleted or moved."""
+def _fire_one(m: ExecutionMutation, timer: TimerTask, done: list[int]) -> bool:
+    """Apply one timer; return True if it changed the run.
+
+    The row is either moved forward (a heartbeat arrived) or its id is put in ``done``
+    for the caller to delete in one statement.
+    """
     ex = m.execution
     kind = timer.kind
     if kind == TimerKind.RETENTION:
@@ -95,10 +101,10 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask) -> bool:
             ex.delete()
             m.deleted = True
             return True
-        timer.delete()
+        done.append(timer.id)
         return False
     if not ex.is_running:
-        timer.delete()
+        done.append(timer.id)
         return False
     if kind == TimerKind.ACTIVITY_TIMEOUT and timer.timeout_type == "HEARTBEAT":
         activity = _activity(ex, timer)
@@ -108,7 +114,7 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask) -> bool:
                 timer.fire_at = due  # a heartbeat arrived: push the check forward
                 timer.save(update_fields=["fire_at"])
                 return False
-    timer.delete()
+    done.append(timer.id)
     return _HANDLERS[kind](m, timer)
 
 
