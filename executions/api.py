@@ -71,6 +71,7 @@ class StartSerializer(serializers.Serializer[Any]):
     retry_policy = serializers.DictField(required=False, default=None, allow_null=True)
     start_delay = serializers.FloatField(required=False, default=0, min_value=0)
     identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
+    request_eager_execution = serializers.BooleanField(required=False, default=False)
 
 
 class WorkflowListApi(NamespaceApi):
@@ -80,11 +81,13 @@ class WorkflowListApi(NamespaceApi):
         ns = self.namespace(request, namespace)
         data = StartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        if data.validated_data["request_eager_execution"] and "worker" not in request.auth.roles:
+            raise ChronicleError(ErrorCode.PERMISSION_DENIED, "eager start needs the 'worker' role")
         result = kernel.start_workflow_execution(ns, kernel.StartRequest(**data.validated_data))
-        return Response(
-            {"run_id": result.run_id, "started": result.started},
-            status=201 if result.started else 200,
-        )
+        body: dict[str, Any] = {"run_id": result.run_id, "started": result.started}
+        if result.eager_workflow_task is not None:
+            body["eager_workflow_task"] = result.eager_workflow_task
+        return Response(body, status=201 if result.started else 200)
 
     class ListSerializer(serializers.Serializer[Any]):
         workflow_type = StrictCharField(required=False, default="")

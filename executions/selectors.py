@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Q
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
-from history.kernel.workflow_tasks import serialize_event
+from history.kernel.responses import serialize_event
 from history.models import ExecutionStatus, HistoryEvent, PendingActivity, WorkflowExecution
 from namespaces.models import Namespace
 

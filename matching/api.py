@@ -114,9 +114,7 @@ class TokenSerializer(serializers.Serializer[Any]):
 class WorkflowTaskCompleteApi(WorkerApi):
     class InputSerializer(TokenSerializer):
         commands = serializers.ListField(child=serializers.DictField(), required=False, default=list)
-        sticky_task_queue = StrictCharField(
-            max_length=1000, required=False, default="", allow_blank=True
-        )
+        sticky_task_queue = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
         sticky_schedule_to_start_timeout = serializers.FloatField(required=False, default=0, min_value=0)
         return_new_workflow_task = serializers.BooleanField(required=False, default=False)
         force_create_new_workflow_task = serializers.BooleanField(required=False, default=False)
@@ -201,9 +199,7 @@ class QueryTaskRespondApi(WorkerApi):
     class InputSerializer(serializers.Serializer[Any]):
         task_token = StrictCharField(max_length=8000)
         answer = serializers.JSONField(required=False, default=None)
-        error_message = StrictCharField(
-            required=False, default="", allow_blank=True, max_length=100_000
-        )
+        error_message = StrictCharField(required=False, default="", allow_blank=True, max_length=100_000)
 
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)

@@ -18,6 +18,7 @@ from chronicle.errors import ChronicleError
 from history import kernel
 from history.kernel._mutation import lock_run
 from history.kernel.queries import query_task_token
+from history.kernel.responses import build_workflow_task_response
 from history.models import QueryState, Task, TaskKind
 from matching.models import Poller
 from namespaces.models import Namespace, TaskQueueLimit
@@ -103,7 +104,7 @@ def _start(task: Task, identity: str) -> dict[str, Any] | None:
         query = task.query
         if query is None or query.state != QueryState.PENDING:
             return None
-        response = kernel.workflow_tasks.build_workflow_task_response(execution, sticky=False)
+        response = build_workflow_task_response(execution, sticky=False)
         data = response.as_dict()
         data["task_token"] = query_task_token(query)
         data["query"] = {

@@ -13,6 +13,7 @@ from django.utils import timezone
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, check_payload, lock_execution, shard_for
+from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import effective_run_timeout, normalize_retry_policy
 from history.models import (
     ExecutionStatus,
@@ -57,12 +58,15 @@ class StartRequest:
     retry_policy: dict[str, Any] | None = None
     start_delay: float = 0.0
     identity: str = ""
+    # Eager start: hand the first workflow task to the caller (a worker) in the reply.
+    request_eager_execution: bool = False
 
 
 @dataclass(frozen=True)
 class StartResult:
     run_id: str
     started: bool
+    eager_workflow_task: dict[str, Any] | None = None
 
 
 def _already_started(current: WorkflowExecution) -> ChronicleError:
@@ -268,8 +272,15 @@ def _start_txn(
             details={"run_id": str(current.run_id), "start_request_id": current.create_request_id},
         )
     mutation = _create_run(namespace, req, signal=signal)
+    eager = None
+    if req.request_eager_execution and mutation.execution.wft_scheduled_event_id:
+        # Recorded exactly as a poll would; the task row written above is then stale
+        # and matching drops it.
+        mutation.start_workflow_task(identity=req.identity, request_id="eager")
     mutation.save()
-    return StartResult(str(mutation.execution.run_id), started=True)
+    if req.request_eager_execution and mutation.execution.wft_started_event_id:
+        eager = build_workflow_task_response(mutation.execution, sticky=False).as_dict()
+    return StartResult(str(mutation.execution.run_id), started=True, eager_workflow_task=eager)
 
 
 def _reuse_refuses(reuse: str, closed: WorkflowExecution) -> bool:

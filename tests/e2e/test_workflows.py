@@ -299,3 +299,40 @@ def test_history_long_poll_wakes_on_new_event(api: Api, worker: ScriptedWorker) 
 
     assert r.status_code == 200 and r.json()["events"][0]["event_type"] == "WorkflowExecutionSignaled"
     assert time.monotonic() - started < 5
+
+
+def test_eager_start_returns_the_first_workflow_task(api: Api, worker: ScriptedWorker) -> None:
+    wid = _wid()
+    started = api.start(wid, worker.queue, request_eager_execution=True, identity="eager-worker")
+
+    task = started["eager_workflow_task"]
+    assert [e["event_type"] for e in task["history"]["events"]] == [
+        "WorkflowExecutionStarted",
+        "WorkflowTaskScheduled",
+        "WorkflowTaskStarted",
+    ]
+    assert worker.complete_workflow_task(task, command("CompleteWorkflowExecution")).status_code == 200
+    assert api.describe(wid)["status"] == "Completed"
+    r = worker.api.post(f"/task-queues/{worker.queue}/workflow-tasks/poll", {"timeout": 0.3})
+    assert r.status_code == 204  # the scheduled row went stale and was dropped
+
+
+def test_eager_activity_is_returned_by_the_completion(api: Api, worker: ScriptedWorker) -> None:
+    wid = _wid()
+    api.start(wid, worker.queue)
+    r = worker.complete_workflow_task(
+        worker.poll_workflow_task(),
+        command(
+            "ScheduleActivityTask",
+            activity_id="a1",
+            activity_type="Fast",
+            start_to_close_timeout=10,
+            request_eager_execution=True,
+        ),
+    )
+
+    tasks = r.json()["activity_tasks"]
+    assert len(tasks) == 1 and tasks[0]["activity_id"] == "a1"
+    assert worker.activity("complete", tasks[0], result=1).status_code == 200
+    events = worker.poll_workflow_task()["history"]["events"]
+    assert "ActivityTaskCompleted" in [e["event_type"] for e in events]

@@ -1,0 +1,104 @@
+"""What a worker receives for a workflow task: shared by polls, inline and eager starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from history.kernel import tokens
+from history.models import HistoryEvent, WorkflowExecution
+
+
+@dataclass
+class WorkflowTaskResponse:
+    task_token: str
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    task_queue: str
+    attempt: int
+    previous_started_event_id: int
+    started_event_id: int
+    history: list[dict[str, Any]]
+    query: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task_token": self.task_token,
+            "workflow_execution": {"workflow_id": self.workflow_id, "run_id": self.run_id},
+            "workflow_type": {"name": self.workflow_type},
+            "workflow_execution_task_queue": {"name": self.task_queue},
+            "attempt": self.attempt,
+            "previous_started_event_id": self.previous_started_event_id,
+            "started_event_id": self.started_event_id,
+            "history": {"events": self.history},
+            "query": self.query,
+        }
+
+
+def serialize_event(event: HistoryEvent) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+        "event_time": event.event_time.isoformat(),
+        "attributes": event.attributes,
+    }
+
+
+def _history_for(ex: WorkflowExecution, *, after: int) -> list[dict[str, Any]]:
+    events = HistoryEvent.objects.filter(run=ex, event_id__gt=after).order_by("event_id")
+    return [serialize_event(e) for e in events]
+
+
+def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
+    if ex.wft_attempt == 1:
+        return []
+    time = ex.wft_started_time or ex.wft_scheduled_time
+    stamp = time.isoformat() if time else None
+    return [
+        {
+            "event_id": ex.wft_scheduled_event_id,
+            "event_type": "WorkflowTaskScheduled",
+            "event_time": stamp,
+            "attributes": {
+                "task_queue": {"name": ex.wft_task_queue},
+                "attempt": ex.wft_attempt,
+                "start_to_close_timeout": ex.task_timeout,
+            },
+        },
+        {
+            "event_id": ex.wft_started_event_id,
+            "event_type": "WorkflowTaskStarted",
+            "event_time": stamp,
+            "attributes": {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "identity": ex.wft_identity,
+                "request_id": ex.wft_request_id,
+            },
+        },
+    ]
+
+
+def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> WorkflowTaskResponse:
+    """The poll answer: full history, or only new events on a sticky queue."""
+    token = tokens.encode(
+        {
+            "k": "wft",
+            "r": str(ex.run_id),
+            "s": ex.wft_scheduled_event_id,
+            "st": ex.wft_started_event_id,
+            "a": ex.wft_attempt,
+        }
+    )
+    after = ex.last_wft_started_event_id if sticky else 0
+    return WorkflowTaskResponse(
+        task_token=token,
+        workflow_id=ex.workflow_id,
+        run_id=str(ex.run_id),
+        workflow_type=ex.workflow_type,
+        task_queue=ex.task_queue,
+        attempt=ex.wft_attempt,
+        previous_started_event_id=ex.last_wft_started_event_id,
+        started_event_id=ex.wft_started_event_id,
+        history=_history_for(ex, after=after) + _transient_events(ex),
+    )
