@@ -336,3 +336,50 @@ def test_eager_activity_is_returned_by_the_completion(api: Api, worker: Scripted
     assert worker.activity("complete", tasks[0], result=1).status_code == 200
     events = worker.poll_workflow_task()["history"]["events"]
     assert "ActivityTaskCompleted" in [e["event_type"] for e in events]
+
+
+def test_sticky_queue_gets_new_events_and_falls_back_after_timeout(api: Api, worker: ScriptedWorker) -> None:
+    wid = _wid()
+    sticky = ScriptedWorker(api, f"{worker.queue}-sticky")
+    api.start(wid, worker.queue)
+    first = worker.poll_workflow_task()
+    worker.complete_workflow_task(first, sticky_task_queue=sticky.queue, sticky_schedule_to_start_timeout=1)
+    api.post(f"/workflows/{wid}/signal", {"signal_name": "one"})
+
+    partial = sticky.poll_workflow_task()
+    assert partial["history"]["events"][0]["event_id"] == first["started_event_id"] + 1
+    sticky.complete_workflow_task(partial, sticky_task_queue=sticky.queue, sticky_schedule_to_start_timeout=1)
+    api.post(f"/workflows/{wid}/signal", {"signal_name": "two"})
+    fallback = worker.poll_workflow_task(timeout=10)  # nobody polls the sticky queue
+
+    types = [e["event_type"] for e in fallback["history"]["events"]]
+    assert types[0] == "WorkflowExecutionStarted"
+    assert "WorkflowTaskTimedOut" in types
+    assert fallback["attempt"] == 1
+
+
+def test_repeated_workflow_task_failures_are_transient(api: Api, worker: ScriptedWorker) -> None:
+    wid = _wid()
+    api.start(wid, worker.queue)
+    for attempt in (1, 2, 3):
+        task = worker.poll_workflow_task()
+        assert task["attempt"] == attempt
+        r = worker.api.post(
+            f"/task-queues/{worker.queue}/workflow-tasks/fail",
+            {
+                "task_token": task["task_token"],
+                "cause": "WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR",
+                "failure": {"message": "nondeterminism"},
+            },
+        )
+        assert r.status_code == 200, r.text
+    task = worker.poll_workflow_task()
+    assert task["attempt"] == 4
+    assert task["history"]["events"][-2]["attributes"]["attempt"] == 4  # in-memory Scheduled
+    worker.complete_workflow_task(task, command("CompleteWorkflowExecution"))
+
+    types = api.event_types(wid)
+    assert types.count("WorkflowTaskFailed") == 1  # retries after the first wrote nothing
+    assert api.describe(wid)["status"] == "Completed"
+    ids = [e["event_id"] for e in api.events(wid)]
+    assert ids == list(range(1, len(ids) + 1))
