@@ -21,6 +21,7 @@ import httpx
 import pytest
 from django.conf import settings
 
+from chronicle.embedded_postgres import socket_database_url
 from namespaces.models import Namespace
 from namespaces.services import api_key_issue
 
@@ -49,9 +50,7 @@ def database_url() -> str:
     db = settings.DATABASES["default"]
     host = db.get("HOST") or "127.0.0.1"
     if host.startswith("/"):
-        from urllib.parse import quote
-
-        return f"postgres://{db['USER']}@{quote(host, safe='')}/{db['NAME']}"
+        return socket_database_url(host, user=db["USER"], database=db["NAME"], port=db.get("PORT") or None)
     return f"postgres://{db['USER']}@{host}:{db.get('PORT') or 5432}/{db['NAME']}"
 
 
