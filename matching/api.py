@@ -208,5 +208,3 @@ class QueryTaskRespondApi(WorkerApi):
         kernel.respond_query_task_completed(**data.validated_data)
         return Response({})
 
-
-__all__ = ["ChronicleError"]

@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError
@@ -146,4 +145,4 @@ def queue_backlog(namespace: Namespace, task_queue: str, kind: str) -> dict[str,
     }
 
 
-__all__ = ["DispatchThrottled", "Q", "poll_once", "queue_backlog", "record_poller"]
+__all__ = ["DispatchThrottled", "poll_once", "queue_backlog", "record_poller"]
