@@ -25,6 +25,7 @@ test: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	DATABASE_URL=$${DATABASE_URL:-postgres://unused@127.0.0.1/unused} $(VENV)/bin/mypy
 
 bench: venv
 	$(PY) bench/run_bench.py

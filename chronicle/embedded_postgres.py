@@ -60,7 +60,7 @@ def embedded_database_url(data_dir: pathlib.Path) -> str:
 
     data_dir = pathlib.Path(data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(str(data_dir), cleanup_mode=None)
+    server = pgserver.get_server(str(data_dir), cleanup_mode=None)  # type: ignore[attr-defined]
     info = server.get_postmaster_info()
     if info.socket_dir is not None:
         return socket_database_url(info.socket_dir, port=info.port)

@@ -66,7 +66,7 @@ TEMPLATES = [
 
 def _database_url() -> str:
     """The configured server, or the embedded one started on demand."""
-    url = env.str("DATABASE_URL", default="")
+    url: str = env.str("DATABASE_URL", default="")
     if url:
         return url
     from chronicle.embedded_postgres import embedded_database_url

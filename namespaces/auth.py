@@ -53,8 +53,10 @@ class ApiKeyAuthentication(BaseAuthentication):
         return "Bearer"
 
 
-def access_namespace(key: ApiKey, namespace_name: str, role: str) -> Namespace:
+def access_namespace(key: object, namespace_name: str, role: str) -> Namespace:
     """Return the namespace if ``key`` may act on it with ``role``; enforce its rate."""
+    if not isinstance(key, ApiKey):
+        raise ChronicleError(ErrorCode.UNAUTHENTICATED, "an API key is required")
     namespace = key.namespace
     if namespace.name != namespace_name:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"namespace {namespace_name!r} not found")

@@ -27,10 +27,10 @@ from history.kernel.executions import (
     terminate_workflow_execution,
 )
 from history.kernel.queries import respond_query_task_completed
+from history.kernel.responses import WorkflowTaskResponse
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
 from history.kernel.workflow_tasks import (
     CompletionResult,
-    WorkflowTaskResponse,
     record_workflow_task_started_txn,
     respond_workflow_task_completed,
     respond_workflow_task_failed,

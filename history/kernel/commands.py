@@ -117,6 +117,8 @@ def _schedule_activity(
 
 def _request_cancel_activity(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     scheduled = a.get("scheduled_event_id")
+    if not isinstance(scheduled, int) or isinstance(scheduled, bool):
+        raise CommandRejected("BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", "scheduled_event_id must be an integer")
     activity = PendingActivity.objects.filter(run=m.execution, scheduled_event_id=scheduled).first()
     if activity is None:
         raise CommandRejected("BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", f"no pending activity {scheduled}")
@@ -155,7 +157,9 @@ def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: s
     else:
         # Fired while this task ran: its TimerFired is still buffered; drop it.
         def is_fired(event: dict[str, Any]) -> bool:
-            return event["event_type"] == "TimerFired" and event["attributes"].get("timer_id") == timer_id
+            return bool(
+                event["event_type"] == "TimerFired" and event["attributes"].get("timer_id") == timer_id
+            )
 
         fired = [e for e in m.execution.buffered_events if is_fired(e)]
         if not fired:

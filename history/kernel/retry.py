@@ -40,7 +40,7 @@ def normalize_retry_policy(policy: dict[str, Any] | None) -> dict[str, Any]:
 def backoff_seconds(policy: dict[str, Any], attempt: int, next_retry_delay: float | None = None) -> float:
     """Delay after ``attempt`` failed: initial × coefficient^(attempt−1), capped."""
     if next_retry_delay is not None:
-        return min(float(next_retry_delay), policy["maximum_interval"])
+        return min(float(next_retry_delay), float(policy["maximum_interval"]))
     delay = policy["initial_interval"] * policy["backoff_coefficient"] ** (attempt - 1)
     return float(min(delay, policy["maximum_interval"]))
 

@@ -115,7 +115,7 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask, done: list[int]) -> bool:
                 timer.save(update_fields=["fire_at"])
                 return False
     done.append(timer.id)
-    return _HANDLERS[kind](m, timer)
+    return _HANDLERS[TimerKind(kind)](m, timer)
 
 
 def _activity(ex: WorkflowExecution, timer: TimerTask) -> PendingActivity | None:
