@@ -81,7 +81,8 @@ class WorkflowListApi(NamespaceApi):
         ns = self.namespace(request, namespace)
         data = StartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        if data.validated_data["request_eager_execution"] and "worker" not in getattr(request.auth, "roles", ()):
+        roles = getattr(request.auth, "roles", ())
+        if data.validated_data["request_eager_execution"] and "worker" not in roles:
             raise ChronicleError(ErrorCode.PERMISSION_DENIED, "eager start needs the 'worker' role")
         result = kernel.start_workflow_execution(ns, kernel.StartRequest(**data.validated_data))
         body: dict[str, Any] = {"run_id": result.run_id, "started": result.started}

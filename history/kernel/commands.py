@@ -118,7 +118,9 @@ def _schedule_activity(
 def _request_cancel_activity(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     scheduled = a.get("scheduled_event_id")
     if not isinstance(scheduled, int) or isinstance(scheduled, bool):
-        raise CommandRejected("BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", "scheduled_event_id must be an integer")
+        raise CommandRejected(
+            "BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", "scheduled_event_id must be an integer"
+        )
     activity = PendingActivity.objects.filter(run=m.execution, scheduled_event_id=scheduled).first()
     if activity is None:
         raise CommandRejected("BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", f"no pending activity {scheduled}")
