@@ -13,12 +13,12 @@ from django.utils import timezone
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, check_payload, lock_execution, shard_for
+from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy
 from history.models import (
     ExecutionStatus,
     SignalRequest,
-    TaskKind,
     TimerKind,
     WorkflowExecution,
     WorkflowQuery,
@@ -83,6 +83,7 @@ def _terminate(mutation: ExecutionMutation, reason: str, details: Any, identity:
         "WorkflowExecutionTerminated",
         {"reason": reason, "details": details, "identity": identity},
     )
+    release_buffered_queries_txn(mutation)
 
 
 def _create_run(
@@ -401,16 +402,13 @@ def create_query(
     query_type: str,
     query_args: list[Any],
 ) -> WorkflowQuery:
-    """Queue a query task for a worker; nothing is appended to history."""
+    """Buffer the query for the next workflow task, or queue a query task; no history."""
     check_payload(namespace, query_args, "query args")
     with transaction.atomic(durable=True):
         execution = lock_execution(namespace, workflow_id, run_id)
         query = WorkflowQuery.objects.create(run=execution, query_type=query_type, query_args=query_args)
         mutation = ExecutionMutation(execution, namespace)
-        queue = execution.sticky_task_queue or execution.task_queue
-        mutation.add_task(TaskKind.WORKFLOW, queue, 0, 1, query_id=query.id)
-        if execution.sticky_task_queue:
-            mutation.add_task(TaskKind.WORKFLOW, execution.task_queue, 0, 1, query_id=query.id)
+        enqueue_query_txn(mutation, query)
         mutation.save()
     return query
 
@@ -493,6 +491,7 @@ def time_out_workflow_txn(mutation: ExecutionMutation, *, run_timeout: bool) -> 
         "WorkflowExecutionTimedOut",
         {"retry_state": retry_state, "new_execution_run_id": new_run_id},
     )
+    release_buffered_queries_txn(mutation)
 
 
 def _retry_workflow(mutation: ExecutionMutation, failure: dict[str, Any]) -> tuple[str, str | None]:
