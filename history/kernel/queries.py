@@ -17,6 +17,9 @@ from history.kernel import tokens
 from history.kernel._mutation import HISTORY_CHANNEL, ExecutionMutation, notify
 from history.models import QueryState, TaskKind, WorkflowExecution, WorkflowQuery
 
+MAX_BUFFERED_QUERIES = 1
+FAILING_TASK_ATTEMPT = 3
+
 
 def query_task_token(query: WorkflowQuery) -> str:
     return tokens.encode({"k": "query", "q": str(query.id)})
@@ -25,11 +28,35 @@ def query_task_token(query: WorkflowQuery) -> str:
 def enqueue_query_txn(mutation: ExecutionMutation, query: WorkflowQuery) -> None:
     """Buffer the query behind a pending workflow task, or dispatch a query task now."""
     ex = mutation.execution
+    _check_ready_for_queries(ex)
     if ex.is_running and ex.wft_scheduled_event_id:
+        if (
+            WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING).count()
+            >= MAX_BUFFERED_QUERIES
+        ):
+            raise ChronicleError(
+                ErrorCode.BUSY_WORKFLOW,
+                f"the run already has {MAX_BUFFERED_QUERIES} query waiting for its workflow task",
+                retry_after=1,
+            )
         query.buffered = True
         query.save(update_fields=["buffered"])
         return
     _dispatch_query_task(mutation, query)
+
+
+def _check_ready_for_queries(ex: WorkflowExecution) -> None:
+    """Fail fast where no worker could answer soon (Temporal's WorkflowNotReady cases)."""
+    if ex.is_running and ex.wft_attempt >= FAILING_TASK_ATTEMPT:
+        raise ChronicleError(
+            ErrorCode.BUSY_WORKFLOW,
+            f"the workflow task keeps failing (attempt {ex.wft_attempt}); not ready for queries",
+            retry_after=1,
+        )
+    if not ex.is_running and ex.last_wft_completed_event_id == 0:
+        raise ChronicleError(
+            ErrorCode.CONFLICT, "the run closed before any workflow task completed; nothing to query"
+        )
 
 
 def _dispatch_query_task(mutation: ExecutionMutation, query: WorkflowQuery) -> None:

@@ -146,3 +146,45 @@ def test_malformed_query_results_are_refused(api: Api, worker: ScriptedWorker) -
     r = worker.complete_workflow_task(task, query_results={"x": "not an object"})
     assert r.status_code == 400, r.text
     assert worker.complete_workflow_task(task, query_results={"not-a-uuid": {"answer": 1}}).status_code == 200
+
+
+def test_only_one_query_waits_per_run_and_the_next_is_refused_as_busy(
+    api: Api, worker: ScriptedWorker, django_db_blocker: Any
+) -> None:
+    wid = _wid()
+    api.start(wid, worker.queue)
+    task = worker.poll_workflow_task()
+    pending = PendingQuery(api, wid)
+    query_id = _buffered_query_id(django_db_blocker, wid)
+
+    r = api.post(f"/workflows/{wid}/query", {"query_type": "second"})
+    assert r.status_code == 429 and r.json()["code"] == "busy_workflow"
+    worker.complete_workflow_task(task, force_create_new_workflow_task=True)
+    next_task = worker.poll_workflow_task()
+    worker.complete_workflow_task(next_task, query_results={query_id: {"answer": "first"}})
+    assert pending.result().json() == {"answer": "first"}
+
+
+def test_queries_fail_fast_while_the_workflow_task_keeps_failing(api: Api, worker: ScriptedWorker) -> None:
+    wid = _wid()
+    api.start(wid, worker.queue)
+    for _ in range(2):
+        task = worker.poll_workflow_task()
+        r = api.post(
+            f"/task-queues/{worker.queue}/workflow-tasks/fail",
+            {
+                "task_token": task["task_token"],
+                "cause": "WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE",
+            },
+        )
+        assert r.status_code == 200, r.text
+    r = api.post(f"/workflows/{wid}/query", {"query_type": "state"})
+    assert r.status_code == 429 and "keeps failing" in r.json()["message"]
+
+
+def test_a_run_closed_before_any_task_completed_refuses_queries(api: Api, queue: str) -> None:
+    wid = _wid()
+    api.start(wid, queue)
+    assert api.post(f"/workflows/{wid}/terminate", {"reason": "stop"}).status_code == 200
+    r = api.post(f"/workflows/{wid}/query", {"query_type": "state"})
+    assert r.status_code == 409 and "before any workflow task completed" in r.json()["message"]
