@@ -254,6 +254,8 @@ class WorkflowQuery(models.Model):
     answer = models.JSONField(null=True, blank=True)
     error_message = models.TextField(default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Waiting for the run's next workflow task (sent in its ``queries`` map), not a query task.
+    buffered = models.BooleanField(default=False)
 
 
 class Shard(models.Model):

@@ -118,6 +118,7 @@ class WorkflowTaskCompleteApi(WorkerApi):
         sticky_schedule_to_start_timeout = serializers.FloatField(required=False, default=0, min_value=0)
         return_new_workflow_task = serializers.BooleanField(required=False, default=False)
         force_create_new_workflow_task = serializers.BooleanField(required=False, default=False)
+        query_results = serializers.DictField(child=serializers.DictField(), required=False, default=dict)
 
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)
@@ -207,4 +208,3 @@ class QueryTaskRespondApi(WorkerApi):
         data.is_valid(raise_exception=True)
         kernel.respond_query_task_completed(**data.validated_data)
         return Response({})
-

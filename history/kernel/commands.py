@@ -13,7 +13,7 @@ from history.kernel.activity_tasks import (
     schedule_activity_txn,
     start_activity_txn,
 )
-from history.kernel.executions import continue_as_new_txn
+from history.kernel.executions import continue_as_new_txn, fail_workflow_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
 
@@ -216,16 +216,9 @@ def _complete(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) 
 
 def _fail(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     failure = a.get("failure") or {"message": "workflow failed"}
-    m.execution.failure = failure
-    m.close(
-        ExecutionStatus.FAILED,
-        "WorkflowExecutionFailed",
-        {
-            "failure": failure,
-            "retry_state": "RETRY_STATE_RETRY_POLICY_NOT_SET",
-            "workflow_task_completed_event_id": wtc,
-        },
-    )
+    if not isinstance(failure, dict):
+        raise CommandRejected("BAD_FAIL_WORKFLOW_EXECUTION_ATTRIBUTES", "failure must be an object")
+    fail_workflow_txn(m, failure, completed_event_id=wtc)
 
 
 def _cancel(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:

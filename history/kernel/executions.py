@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -13,12 +13,12 @@ from django.utils import timezone
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, check_payload, lock_execution, shard_for
+from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
 from history.kernel.responses import build_workflow_task_response
-from history.kernel.retry import effective_run_timeout, normalize_retry_policy
+from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy
 from history.models import (
     ExecutionStatus,
     SignalRequest,
-    TaskKind,
     TimerKind,
     WorkflowExecution,
     WorkflowQuery,
@@ -83,6 +83,7 @@ def _terminate(mutation: ExecutionMutation, reason: str, details: Any, identity:
         "WorkflowExecutionTerminated",
         {"reason": reason, "details": details, "identity": identity},
     )
+    release_buffered_queries_txn(mutation)
 
 
 def _create_run(
@@ -94,10 +95,18 @@ def _create_run(
     first_run_id: uuid.UUID | None = None,
     attempt: int = 1,
     extra_start_attrs: dict[str, Any] | None = None,
+    inherited_expiration: datetime | None = None,
 ) -> ExecutionMutation:
     now = timezone.now()
     run_id = uuid.uuid4()
     run_timeout = effective_run_timeout(req.execution_timeout, req.run_timeout)
+    expiration = inherited_expiration or (
+        now + timedelta(seconds=req.execution_timeout) if req.execution_timeout else None
+    )
+    if inherited_expiration is not None:
+        # A later run of the chain gets only what is left of the execution timeout.
+        remaining = max((inherited_expiration - now).total_seconds() - req.start_delay, 0.001)
+        run_timeout = min(run_timeout, remaining) if run_timeout else remaining
     execution = WorkflowExecution(
         run_id=run_id,
         namespace=namespace,
@@ -115,9 +124,7 @@ def _create_run(
             MAX_WORKFLOW_TASK_TIMEOUT,
             run_timeout or MAX_WORKFLOW_TASK_TIMEOUT,
         ),
-        execution_expiration_time=(now + timedelta(seconds=req.execution_timeout))
-        if req.execution_timeout
-        else None,
+        execution_expiration_time=expiration,
         retry_policy=req.retry_policy,
         attempt=attempt,
         memo=req.memo,
@@ -170,9 +177,13 @@ def _create_run(
     else:
         mutation.schedule_workflow_task()
     if run_timeout:
-        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, now + timedelta(seconds=run_timeout))
-    if execution.execution_expiration_time and req.execution_timeout != run_timeout:
-        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, execution.execution_expiration_time)
+        # The run's clock starts when its first workflow task may be scheduled.
+        run_deadline = execution.execution_time + timedelta(seconds=run_timeout)
+        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, run_deadline)
+    if expiration and (
+        not run_timeout or expiration > execution.execution_time + timedelta(seconds=run_timeout)
+    ):
+        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, expiration)
     return mutation
 
 
@@ -391,16 +402,13 @@ def create_query(
     query_type: str,
     query_args: list[Any],
 ) -> WorkflowQuery:
-    """Queue a query task for a worker; nothing is appended to history."""
+    """Buffer the query for the next workflow task, or queue a query task; no history."""
     check_payload(namespace, query_args, "query args")
     with transaction.atomic(durable=True):
         execution = lock_execution(namespace, workflow_id, run_id)
         query = WorkflowQuery.objects.create(run=execution, query_type=query_type, query_args=query_args)
         mutation = ExecutionMutation(execution, namespace)
-        queue = execution.sticky_task_queue or execution.task_queue
-        mutation.add_task(TaskKind.WORKFLOW, queue, 0, 1, query_id=query.id)
-        if execution.sticky_task_queue:
-            mutation.add_task(TaskKind.WORKFLOW, execution.task_queue, 0, 1, query_id=query.id)
+        enqueue_query_txn(mutation, query)
         mutation.save()
     return query
 
@@ -430,8 +438,8 @@ def continue_as_new_txn(
         previous=ex,
         first_run_id=ex.first_run_id,
         extra_start_attrs={"initiator": "WORKFLOW"},
+        inherited_expiration=ex.execution_expiration_time,
     )
-    new.execution.execution_expiration_time = ex.execution_expiration_time
     ex.new_run_id = new.execution.run_id
     mutation.close(
         ExecutionStatus.CONTINUED_AS_NEW,
@@ -449,3 +457,83 @@ def continue_as_new_txn(
         },
     )
     mutation.followers.append(new)
+
+
+def fail_workflow_txn(
+    mutation: ExecutionMutation, failure: dict[str, Any], *, completed_event_id: int
+) -> None:
+    """Close the run as failed, starting its retry when the workflow's retry policy allows."""
+    mutation.execution.failure = failure
+    retry_state, new_run_id = _retry_workflow(mutation, failure)
+    mutation.close(
+        ExecutionStatus.FAILED,
+        "WorkflowExecutionFailed",
+        {
+            "failure": failure,
+            "retry_state": retry_state,
+            "new_execution_run_id": new_run_id,
+            "workflow_task_completed_event_id": completed_event_id,
+        },
+    )
+
+
+def time_out_workflow_txn(mutation: ExecutionMutation, *, run_timeout: bool) -> None:
+    """Close the run as timed out; only a run timeout before the execution expires is retried."""
+    ex = mutation.execution
+    failure = {"message": "workflow timed out", "timeout_failure_info": {"timeout_type": "START_TO_CLOSE"}}
+    ex.failure = failure
+    expired = ex.execution_expiration_time is not None and ex.execution_expiration_time <= mutation.now
+    retry_state, new_run_id = "RETRY_STATE_TIMEOUT", None
+    if run_timeout and not expired:
+        retry_state, new_run_id = _retry_workflow(mutation, failure)
+    mutation.close(
+        ExecutionStatus.TIMED_OUT,
+        "WorkflowExecutionTimedOut",
+        {"retry_state": retry_state, "new_execution_run_id": new_run_id},
+    )
+    release_buffered_queries_txn(mutation)
+
+
+def _retry_workflow(mutation: ExecutionMutation, failure: dict[str, Any]) -> tuple[str, str | None]:
+    """Decide a workflow retry (none without a policy); on yes, create the next run as a follower.
+
+    Return the ``retry_state`` for the close event and the new run's id, if any.
+    """
+    ex = mutation.execution
+    if ex.retry_policy is None:
+        return "RETRY_STATE_RETRY_POLICY_NOT_SET", None
+    decision = decide_retry(
+        normalize_retry_policy(ex.retry_policy),
+        attempt=ex.attempt,
+        failure=failure,
+        now=mutation.now,
+        expiration=ex.execution_expiration_time,
+    )
+    if not decision.retry:
+        return decision.retry_state, None
+    req = StartRequest(
+        workflow_id=ex.workflow_id,
+        workflow_type=ex.workflow_type,
+        task_queue=ex.task_queue,
+        input=ex.input,
+        execution_timeout=ex.execution_timeout,
+        run_timeout=ex.run_timeout,
+        task_timeout=ex.task_timeout,
+        memo=ex.memo,
+        search_attributes=ex.search_attributes,
+        retry_policy=ex.retry_policy,
+        start_delay=decision.delay,
+    )
+    new = _create_run(
+        mutation.namespace,
+        req,
+        signal=None,
+        previous=ex,
+        first_run_id=ex.first_run_id,
+        attempt=ex.attempt + 1,
+        extra_start_attrs={"initiator": "RETRY", "continued_failure": failure},
+        inherited_expiration=ex.execution_expiration_time,
+    )
+    ex.new_run_id = new.execution.run_id
+    mutation.followers.append(new)
+    return "RETRY_STATE_IN_PROGRESS", str(new.execution.run_id)

@@ -1,19 +1,118 @@
-"""Query answers: written to the query row, never to history."""
+"""Queries: buffered for the next workflow task or sent as a query task; never history.
+
+As in Temporal, a query that arrives while the run has a workflow task scheduled or
+running waits and rides on the next workflow task (its ``queries`` map); the worker
+answers in that task's completion. An idle or closed run gets a query task at once.
+"""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db import transaction
 
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel import tokens
-from history.kernel._mutation import HISTORY_CHANNEL, notify
-from history.models import QueryState, WorkflowQuery
+from history.kernel._mutation import HISTORY_CHANNEL, ExecutionMutation, notify
+from history.models import QueryState, TaskKind, WorkflowExecution, WorkflowQuery
+
+MAX_BUFFERED_QUERIES = 1
+FAILING_TASK_ATTEMPT = 3
 
 
 def query_task_token(query: WorkflowQuery) -> str:
     return tokens.encode({"k": "query", "q": str(query.id)})
+
+
+def enqueue_query_txn(mutation: ExecutionMutation, query: WorkflowQuery) -> None:
+    """Buffer the query behind a pending workflow task, or dispatch a query task now."""
+    ex = mutation.execution
+    _check_ready_for_queries(ex)
+    if ex.is_running and ex.wft_scheduled_event_id:
+        if (
+            WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING).count()
+            >= MAX_BUFFERED_QUERIES
+        ):
+            raise ChronicleError(
+                ErrorCode.BUSY_WORKFLOW,
+                f"the run already has {MAX_BUFFERED_QUERIES} query waiting for its workflow task",
+                retry_after=1,
+            )
+        query.buffered = True
+        query.save(update_fields=["buffered"])
+        return
+    _dispatch_query_task(mutation, query)
+
+
+def _check_ready_for_queries(ex: WorkflowExecution) -> None:
+    """Fail fast where no worker could answer soon (Temporal's WorkflowNotReady cases)."""
+    if ex.is_running and ex.wft_attempt >= FAILING_TASK_ATTEMPT:
+        raise ChronicleError(
+            ErrorCode.BUSY_WORKFLOW,
+            f"the workflow task keeps failing (attempt {ex.wft_attempt}); not ready for queries",
+            retry_after=1,
+        )
+    if not ex.is_running and ex.last_wft_completed_event_id == 0:
+        raise ChronicleError(
+            ErrorCode.CONFLICT, "the run closed before any workflow task completed; nothing to query"
+        )
+
+
+def _dispatch_query_task(mutation: ExecutionMutation, query: WorkflowQuery) -> None:
+    ex = mutation.execution
+    if query.buffered:
+        query.buffered = False
+        query.save(update_fields=["buffered"])
+    queue = ex.sticky_task_queue or ex.task_queue
+    mutation.add_task(TaskKind.WORKFLOW, queue, 0, 1, query_id=query.id)
+    if ex.sticky_task_queue:
+        mutation.add_task(TaskKind.WORKFLOW, ex.task_queue, 0, 1, query_id=query.id)
+
+
+def buffered_queries(ex: WorkflowExecution) -> dict[str, dict[str, Any]]:
+    """The ``queries`` map a started workflow task carries to the worker."""
+    pending = WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING)
+    return {
+        str(q.id): {"query_type": q.query_type, "query_args": q.query_args}
+        for q in pending.order_by("created_at")
+    }
+
+
+def answer_buffered_queries_txn(ex: WorkflowExecution, results: dict[str, Any]) -> None:
+    """Record answers a workflow-task completion carried, keyed by query id."""
+    for query_id, result in results.items():
+        if not isinstance(result, dict):
+            raise invalid(f"query_results[{query_id!r}] must be an object")
+        pending = WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING)
+        query = pending.select_for_update().filter(id=_parse_uuid(query_id)).first()
+        if query is not None:
+            _answer(query, result.get("answer"), str(result.get("error_message") or ""))
+
+
+def release_buffered_queries_txn(mutation: ExecutionMutation) -> None:
+    """With no workflow task to ride on any more, send the waiting queries as query tasks."""
+    ex = mutation.execution
+    if ex.is_running and ex.wft_scheduled_event_id:
+        return
+    for query in WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING):
+        _dispatch_query_task(mutation, query)
+
+
+def _parse_uuid(value: str) -> uuid.UUID:
+    """A query id from the worker; one that is not a UUID matches no query (the nil UUID)."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return uuid.UUID(int=0)
+
+
+def _answer(query: WorkflowQuery, answer: Any, error_message: str) -> None:
+    query.state = QueryState.FAILED if error_message else QueryState.ANSWERED
+    query.answer = answer
+    query.error_message = error_message
+    query.save()
+    notify(HISTORY_CHANNEL, f"query:{query.id}")
 
 
 def respond_query_task_completed(
@@ -27,8 +126,4 @@ def respond_query_task_completed(
         query = WorkflowQuery.objects.select_for_update().filter(id=token["q"]).first()
         if query is None or query.state != QueryState.PENDING:
             raise ChronicleError(ErrorCode.STALE_TASK, "query not found or already answered")
-        query.state = QueryState.FAILED if error_message else QueryState.ANSWERED
-        query.answer = answer
-        query.error_message = error_message
-        query.save()
-        notify(HISTORY_CHANNEL, f"query:{query.id}")
+        _answer(query, answer, error_message)

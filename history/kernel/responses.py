@@ -21,6 +21,7 @@ class WorkflowTaskResponse:
     started_event_id: int
     history: list[dict[str, Any]]
     query: dict[str, Any] | None = None
+    queries: dict[str, dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +34,7 @@ class WorkflowTaskResponse:
             "started_event_id": self.started_event_id,
             "history": {"events": self.history},
             "query": self.query,
+            "queries": self.queries or {},
         }
 
 

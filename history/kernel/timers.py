@@ -17,6 +17,7 @@ from chronicle.errors import ChronicleError, ErrorCode
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
+from history.kernel.executions import time_out_workflow_txn
 from history.kernel.workflow_tasks import time_out_workflow_task_txn
 from history.models import (
     ActivityState,
@@ -169,15 +170,7 @@ def _workflow_task_timeout(m: ExecutionMutation, timer: TimerTask) -> bool:
 
 
 def _workflow_timeout(m: ExecutionMutation, timer: TimerTask) -> bool:
-    m.execution.failure = {
-        "message": "workflow timed out",
-        "timeout_failure_info": {"timeout_type": "START_TO_CLOSE"},
-    }
-    m.close(
-        ExecutionStatus.TIMED_OUT,
-        "WorkflowExecutionTimedOut",
-        {"retry_state": "RETRY_STATE_TIMEOUT"},
-    )
+    time_out_workflow_txn(m, run_timeout=timer.kind == TimerKind.WORKFLOW_RUN_TIMEOUT)
     return True
 
 

@@ -12,6 +12,11 @@ from history.faults import crash_point
 from history.kernel import tokens
 from history.kernel._mutation import ExecutionMutation, check_payload, lock_run
 from history.kernel.commands import CommandRejected, apply_commands, validate_command_list
+from history.kernel.queries import (
+    answer_buffered_queries_txn,
+    buffered_queries,
+    release_buffered_queries_txn,
+)
 from history.kernel.responses import WorkflowTaskResponse, build_workflow_task_response
 from history.models import WorkflowExecution
 
@@ -42,7 +47,10 @@ def record_workflow_task_started_txn(
     mutation = ExecutionMutation(ex, ex.namespace)
     mutation.start_workflow_task(identity=identity, request_id=request_id)
     mutation.save()
-    return build_workflow_task_response(ex, sticky=task_queue == ex.sticky_task_queue != "")
+    response = build_workflow_task_response(ex, sticky=task_queue == ex.sticky_task_queue != "")
+    # The queries buffered for this run ride on the task; the worker answers in its completion.
+    response.queries = buffered_queries(ex)
+    return response
 
 
 def _lock_for_token(token: dict[str, Any]) -> WorkflowExecution:
@@ -73,14 +81,22 @@ def respond_workflow_task_completed(
     sticky_schedule_to_start_timeout: float = 0.0,
     return_new_workflow_task: bool = False,
     force_create_new_workflow_task: bool = False,
+    query_results: dict[str, Any] | None = None,
 ) -> CompletionResult:
-    """Apply a completed workflow task's commands (temporal-semantics §2)."""
+    """Apply a completed workflow task's commands (temporal-semantics §2).
+
+    ``query_results`` answers the queries the task carried; they are kept even when the
+    commands are rejected, since the answers came from the same replay.
+    """
     token = tokens.decode(task_token, "wft")
     validate_command_list(commands)
+    if query_results and not isinstance(query_results, dict):
+        raise invalid("query_results must be an object keyed by query id")
     result: CompletionResult | None = None
     rejected: CommandRejected | None = None
     with transaction.atomic(durable=True):
         ex = _lock_for_token(token)
+        answer_buffered_queries_txn(ex, query_results or {})
         namespace = ex.namespace
         mutation = ExecutionMutation(ex, namespace)
         closes = bool(commands) and commands[-1]["command_type"] in _CLOSE_COMMANDS
@@ -110,6 +126,7 @@ def respond_workflow_task_completed(
                 "WorkflowExecutionTerminated",
                 {"reason": exc.message, "identity": "history-service", "details": None},
             )
+            release_buffered_queries_txn(mutation)
             mutation.save()
             return CompletionResult()
         completed_id = _write_completed(mutation, identity)
@@ -136,6 +153,7 @@ def respond_workflow_task_completed(
     assert rejected is not None
     with transaction.atomic(durable=True):
         ex = _lock_for_token(token)
+        answer_buffered_queries_txn(ex, query_results or {})
         mutation = ExecutionMutation(ex, ex.namespace)
         _fail_task(mutation, rejected.cause, {"message": rejected.message}, identity, count_attempt=True)
         mutation.save()
@@ -160,11 +178,13 @@ def _finish_completion(
     had_buffered = mutation.flush_buffer()
     if ex.is_running and (had_buffered or force_create_new_workflow_task or mutation.force_new_task):
         mutation.schedule_workflow_task()
+    release_buffered_queries_txn(mutation)
     new_task = None
     if return_new_workflow_task and ex.is_running and ex.wft_scheduled_event_id and not ex.sticky_task_queue:
         mutation.start_workflow_task(identity=identity, request_id="inline")
         mutation.save()
         new_task = build_workflow_task_response(ex, sticky=False)
+        new_task.queries = buffered_queries(ex)
     else:
         mutation.save()
     return CompletionResult(new_workflow_task=new_task, activity_tasks=eager)
