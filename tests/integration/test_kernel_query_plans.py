@@ -8,13 +8,16 @@ falls back to a sequential scan, and the test names the index it expected.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from executions import selectors
+from history.shard_owner import ShardOwner
 from matching.dispatch import poll_once
 from tests.factories import ExecutionFactory, NamespaceFactory
 
@@ -85,3 +88,18 @@ def test_execution_list_keyset_page_reads_a_start_time_index(filters: dict[str, 
         "history_workflowexecution",
     )
     assert index in indexes_used(sql)
+
+
+def test_due_timer_scan_reads_the_shard_fire_at_index() -> None:
+    owner = ShardOwner("plan-check")
+    owner.owned = {0: 1}
+    owner.next_fire = {0: timezone.now() - timedelta(seconds=1)}  # claims a due timer; none is
+    scan = captured_sql(owner.fire_due_timers, '"history_timertask"."fire_at" <=')
+    assert "timer_due" in indexes_used(scan)
+
+
+def test_next_fire_lookup_reads_the_shard_fire_at_index() -> None:
+    owner = ShardOwner("plan-check")
+    owner.owned = {0: 1, 1: 1}
+    lookup = captured_sql(owner.refresh_next_fire, "min(fire_at)")
+    assert "timer_due" in indexes_used(lookup)
