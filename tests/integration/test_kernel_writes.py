@@ -138,3 +138,14 @@ def test_a_key_of_another_namespace_sees_not_found() -> None:
     with pytest.raises(ChronicleError) as refused:
         access_namespace(api_key_from_header(issued.authorization), other.name, "client")
     assert refused.value.code == ErrorCode.NOT_FOUND
+
+
+@pytest.mark.django_db
+def test_a_retried_signal_with_start_starts_and_signals_once() -> None:
+    namespace = NamespaceFactory()
+    request = kernel.StartRequest(workflow_id="sws", workflow_type="T", task_queue="q", request_id="sws-1")
+    first = kernel.start_workflow_execution(namespace, request, signal=("poke", [1], "sws-1"))
+    again = kernel.start_workflow_execution(namespace, request, signal=("poke", [1], "sws-1"))
+    assert again.run_id == first.run_id
+    execution = WorkflowExecution.objects.get(namespace=namespace, workflow_id="sws")
+    assert event_types(execution).count("WorkflowExecutionSignaled") == 1
