@@ -90,27 +90,60 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return None
 
 
+POLL_REQUEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The body of a long-poll for a workflow or activity task.",
+    "properties": {
+        "identity": {"type": "string", "maxLength": 1000, "description": "the worker's identity"},
+        "timeout": {"type": "number", "description": "seconds to wait, capped by the server's poll timeout"},
+    },
+}
+
+
 def add_async_endpoints_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
-    """Add the async long-poll endpoints, which DRF cannot introspect, to the schema."""
+    """Add the async long-poll endpoints, which DRF cannot introspect, to the schema.
+
+    The tasks they return are the ``WorkflowTask`` and ``ActivityTask`` components the
+    DRF worker endpoints already declare, so both halves of the worker API agree.
+    """
+    from chronicle.openapi import ERROR_STATUSES
     from matching.api import ASYNC_ENDPOINTS
 
+    components = result.setdefault("components", {}).setdefault("schemas", {})
+    components["PollRequest"] = POLL_REQUEST_SCHEMA
+    for needed in ("WorkflowTask", "ActivityTask", "Error"):
+        if needed not in components:
+            raise LookupError(f"the schema lacks the {needed!r} component the poll endpoints use")
+    errors = {
+        str(status): {"description": description, "content": _json_ref("Error")}
+        for status, description in ERROR_STATUSES.items()
+        if status != 409
+    }
     paths = result.setdefault("paths", {})
     for path, method, summary in ASYNC_ENDPOINTS:
+        task = "WorkflowTask" if "/workflow-tasks/" in path else "ActivityTask"
         paths.setdefault(path, {})[method] = {
             "operationId": summary.lower().replace(" ", "_"),
             "summary": summary,
             "tags": ["worker"],
             "security": [{"bearerAuth": []}],
-            "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+            "parameters": [_path_parameter("namespace"), _path_parameter("task_queue")],
+            "requestBody": {"content": _json_ref("PollRequest")},
             "responses": {
-                "200": {
-                    "description": "a task",
-                    "content": {"application/json": {"schema": {"type": "object"}}},
-                },
+                "200": {"description": "a task", "content": _json_ref(task)},
                 "204": {"description": "no task before the poll deadline"},
+                **errors,
             },
         }
     return result
+
+
+def _json_ref(component: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{component}"}}}
+
+
+def _path_parameter(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
 
 
 class StrictCharField(serializers.CharField):

@@ -115,7 +115,6 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Durable executions: client and worker operations.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "DISABLE_ERRORS_AND_WARNINGS": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "chronicle.api.add_async_endpoints_to_schema",

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,7 +20,8 @@ from chronicle.api import StrictCharField, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError, ErrorCode
-from executions import selectors
+from chronicle.openapi import endpoint
+from executions import schemas, selectors
 from history import kernel
 from history.models import QueryState, WorkflowQuery
 from matching.longpoll import hub
@@ -55,6 +57,7 @@ def _wait_for(key: str, timeout: float) -> None:
     async_to_sync(wait)()
 
 
+@extend_schema_serializer(component_name="StartWorkflowRequest")
 class StartSerializer(serializers.Serializer[Any]):
     workflow_id = StrictCharField(max_length=1000)
     workflow_type = StrictCharField(max_length=1000)
@@ -77,6 +80,14 @@ class StartSerializer(serializers.Serializer[Any]):
 class WorkflowListApi(NamespaceApi):
     """POST starts a workflow; GET lists runs newest first."""
 
+    @endpoint(
+        summary="Start a workflow execution",
+        tag="client",
+        request=StartSerializer,
+        response=schemas.StartResponseSerializer,
+        success=(200, 201),
+        operation_id="start_workflow_execution",
+    )
     def post(self, request: Request, namespace: str) -> Response:
         ns = self.namespace(request, namespace)
         data = StartSerializer(data=request.data)
@@ -90,6 +101,7 @@ class WorkflowListApi(NamespaceApi):
             body["eager_workflow_task"] = result.eager_workflow_task
         return Response(body, status=201 if result.started else 200)
 
+    @extend_schema_serializer(component_name="ListWorkflowExecutionsParams")
     class ListSerializer(serializers.Serializer[Any]):
         workflow_type = StrictCharField(required=False, default="")
         workflow_id = StrictCharField(required=False, default="")
@@ -101,6 +113,13 @@ class WorkflowListApi(NamespaceApi):
         page_size = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
         cursor = StrictCharField(required=False, default="")
 
+    @endpoint(
+        summary="List workflow executions, newest first",
+        tag="client",
+        parameters=[ListSerializer],
+        response=schemas.ExecutionPageSerializer,
+        operation_id="list_workflow_executions",
+    )
     def get(self, request: Request, namespace: str) -> Response:
         ns = self.namespace(request, namespace)
         params = self.ListSerializer(data=request.query_params)
@@ -110,10 +129,17 @@ class WorkflowListApi(NamespaceApi):
 
 
 class SignalWithStartApi(NamespaceApi):
+    @extend_schema_serializer(component_name="SignalWithStartRequest")
     class InputSerializer(StartSerializer):
         signal_name = StrictCharField(max_length=1000)
         signal_input = serializers.ListField(required=False, default=list)
 
+    @endpoint(
+        summary="Signal a workflow, starting it first if it is not running",
+        tag="client",
+        request=InputSerializer,
+        response=schemas.SignalWithStartResponseSerializer,
+    )
     def post(self, request: Request, namespace: str) -> Response:
         ns = self.namespace(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -129,18 +155,25 @@ class SignalWithStartApi(NamespaceApi):
 
 
 class WorkflowDetailApi(NamespaceApi):
+    @endpoint(
+        summary="Describe a workflow execution (latest run unless run_id is given)",
+        tag="client",
+        response=schemas.ExecutionDescriptionSerializer,
+    )
     def get(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)
         return Response(selectors.execution_describe(selectors.execution_get(ns, workflow_id, run_id)))
 
 
 class SignalApi(NamespaceApi):
+    @extend_schema_serializer(component_name="SignalRequest")
     class InputSerializer(serializers.Serializer[Any]):
         signal_name = StrictCharField(max_length=1000)
         input = serializers.ListField(required=False, default=list)
         request_id = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
         identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
 
+    @endpoint(summary="Send a signal to a running workflow", tag="client", request=InputSerializer)
     def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -149,12 +182,14 @@ class SignalApi(NamespaceApi):
         return Response({})
 
 
+@extend_schema_serializer(component_name="CancelRequest")
 class ReasonSerializer(serializers.Serializer[Any]):
     reason = StrictCharField(max_length=10_000, required=False, default="", allow_blank=True)
     identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
 
 
 class CancelApi(NamespaceApi):
+    @endpoint(summary="Request cancellation of a workflow", tag="client", request=ReasonSerializer)
     def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)
         data = ReasonSerializer(data=request.data)
@@ -166,9 +201,11 @@ class CancelApi(NamespaceApi):
 
 
 class TerminateApi(NamespaceApi):
+    @extend_schema_serializer(component_name="TerminateRequest")
     class InputSerializer(ReasonSerializer):
         details = serializers.JSONField(required=False, default=None)
 
+    @endpoint(summary="Terminate a workflow at once", tag="client", request=InputSerializer)
     def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -178,10 +215,17 @@ class TerminateApi(NamespaceApi):
 
 
 class QueryApi(NamespaceApi):
+    @extend_schema_serializer(component_name="QueryRequest")
     class InputSerializer(serializers.Serializer[Any]):
         query_type = StrictCharField(max_length=1000)
         query_args = serializers.ListField(required=False, default=list)
 
+    @endpoint(
+        summary="Query a workflow; a worker answers",
+        tag="client",
+        request=InputSerializer,
+        response=schemas.QueryAnswerSerializer,
+    )
     def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -207,12 +251,19 @@ class QueryApi(NamespaceApi):
 
 
 class HistoryApi(NamespaceApi):
+    @extend_schema_serializer(component_name="HistoryParams")
     class ParamsSerializer(serializers.Serializer[Any]):
         after_event_id = serializers.IntegerField(required=False, default=0, min_value=0)
         page_size = serializers.IntegerField(required=False, default=256, min_value=1, max_value=256)
         wait_new_event = serializers.BooleanField(required=False, default=False)
         timeout = serializers.FloatField(required=False, default=None, min_value=0)
 
+    @endpoint(
+        summary="Page through a run's history, optionally long-polling for new events",
+        tag="client",
+        parameters=[ParamsSerializer],
+        response=schemas.HistoryPageSerializer,
+    )
     def get(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)
         params = self.ParamsSerializer(data=request.query_params)

@@ -13,6 +13,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,9 +23,11 @@ from chronicle.api import StrictCharField, parse_json_body, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError
+from chronicle.openapi import endpoint
 from history import kernel
 from history.kernel._mutation import task_wakeup_key
 from history.models import TaskKind
+from matching import schemas
 from matching.dispatch import DispatchThrottled, poll_once, record_poller
 from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
@@ -112,6 +115,7 @@ class TokenSerializer(serializers.Serializer[Any]):
 
 
 class WorkflowTaskCompleteApi(WorkerApi):
+    @extend_schema_serializer(component_name="WorkflowTaskCompletedRequest")
     class InputSerializer(TokenSerializer):
         commands = serializers.ListField(child=serializers.DictField(), required=False, default=list)
         sticky_task_queue = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
@@ -120,6 +124,12 @@ class WorkflowTaskCompleteApi(WorkerApi):
         force_create_new_workflow_task = serializers.BooleanField(required=False, default=False)
         query_results = serializers.DictField(child=serializers.DictField(), required=False, default=dict)
 
+    @endpoint(
+        summary="Complete a workflow task with commands",
+        tag="worker",
+        request=InputSerializer,
+        response=schemas.WorkflowTaskCompletedSerializer,
+    )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -134,10 +144,16 @@ class WorkflowTaskCompleteApi(WorkerApi):
 
 
 class WorkflowTaskFailApi(WorkerApi):
+    @extend_schema_serializer(component_name="WorkflowTaskFailedRequest")
     class InputSerializer(TokenSerializer):
         cause = StrictCharField(max_length=200)
         failure = serializers.DictField(required=False, default=dict)
 
+    @endpoint(
+        summary="Fail a workflow task",
+        tag="worker",
+        request=InputSerializer,
+    )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -147,9 +163,15 @@ class WorkflowTaskFailApi(WorkerApi):
 
 
 class ActivityTaskCompleteApi(WorkerApi):
+    @extend_schema_serializer(component_name="ActivityTaskCompletedRequest")
     class InputSerializer(TokenSerializer):
         result = serializers.JSONField(required=False, default=None)
 
+    @endpoint(
+        summary="Complete an activity task with its result",
+        tag="worker",
+        request=InputSerializer,
+    )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -159,10 +181,16 @@ class ActivityTaskCompleteApi(WorkerApi):
 
 
 class ActivityTaskFailApi(WorkerApi):
+    @extend_schema_serializer(component_name="ActivityTaskFailedRequest")
     class InputSerializer(TokenSerializer):
         failure = serializers.DictField()
         last_heartbeat_details = serializers.JSONField(required=False, default=None)
 
+    @endpoint(
+        summary="Fail an activity task (it may be retried)",
+        tag="worker",
+        request=InputSerializer,
+    )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -172,9 +200,15 @@ class ActivityTaskFailApi(WorkerApi):
 
 
 class ActivityTaskCanceledApi(WorkerApi):
+    @extend_schema_serializer(component_name="ActivityTaskCanceledRequest")
     class InputSerializer(TokenSerializer):
         details = serializers.JSONField(required=False, default=None)
 
+    @endpoint(
+        summary="Report an activity task as canceled",
+        tag="worker",
+        request=InputSerializer,
+    )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -184,10 +218,17 @@ class ActivityTaskCanceledApi(WorkerApi):
 
 
 class ActivityTaskHeartbeatApi(WorkerApi):
+    @extend_schema_serializer(component_name="ActivityTaskHeartbeatRequest")
     class InputSerializer(serializers.Serializer[Any]):
         task_token = StrictCharField(max_length=8000)
         details = serializers.JSONField(required=False, default=None)
 
+    @endpoint(
+        summary="Heartbeat an activity task; learn whether it is canceled",
+        tag="worker",
+        request=InputSerializer,
+        response=schemas.HeartbeatResponseSerializer,
+    )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)
         data = self.InputSerializer(data=request.data)
@@ -197,11 +238,17 @@ class ActivityTaskHeartbeatApi(WorkerApi):
 
 
 class QueryTaskRespondApi(WorkerApi):
+    @extend_schema_serializer(component_name="QueryTaskAnswerRequest")
     class InputSerializer(serializers.Serializer[Any]):
         task_token = StrictCharField(max_length=8000)
         answer = serializers.JSONField(required=False, default=None)
         error_message = StrictCharField(required=False, default="", allow_blank=True, max_length=100_000)
 
+    @endpoint(
+        summary="Answer a query task",
+        tag="worker",
+        request=InputSerializer,
+    )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
         self.gate(request, namespace)
         data = self.InputSerializer(data=request.data)

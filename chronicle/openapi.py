@@ -1,0 +1,76 @@
+"""OpenAPI declarations shared by every API: the error body, Bearer auth, one decorator.
+
+Views are plain ``APIView`` subclasses validated by hand, so drf-spectacular cannot
+guess their bodies; ``endpoint`` states them, with the ``{code, message, details}``
+error body for every 4xx a caller can meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+
+ERROR_STATUSES: dict[int, str] = {
+    400: "invalid or malformed request",
+    401: "missing, unknown or revoked API key",
+    403: "the API key lacks the role",
+    404: "namespace, execution or task not found",
+    409: "conflicts with the execution's state",
+    413: "payload too large",
+    429: "rate limited (see Retry-After)",
+}
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    """The body of every error response."""
+
+    code = serializers.CharField(help_text="stable machine-readable code, e.g. invalid_argument")
+    message = serializers.CharField(help_text="what went wrong, for a human")
+    details = serializers.DictField(required=False, help_text="extra context, e.g. field errors")
+
+
+class EmptySerializer(serializers.Serializer[Any]):
+    """An empty JSON object: the call succeeded and has nothing to report."""
+
+
+class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+    """Describe ``namespaces.auth.ApiKeyAuthentication`` as HTTP Bearer."""
+
+    target_class = "namespaces.auth.ApiKeyAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "a namespace API key"}
+
+
+def error_responses(statuses: Sequence[int] = tuple(ERROR_STATUSES)) -> dict[int, OpenApiResponse]:
+    return {
+        status: OpenApiResponse(ErrorSerializer, description=ERROR_STATUSES[status]) for status in statuses
+    }
+
+
+def endpoint(
+    *,
+    summary: str,
+    tag: str,
+    request: Any = None,
+    response: Any = EmptySerializer,
+    success: Sequence[int] = (200,),
+    parameters: list[Any] | None = None,
+    operation_id: str | None = None,
+) -> Callable[[Any], Any]:
+    """Declare one operation's request, success bodies and error bodies."""
+    responses: dict[int, Any] = {status: response for status in success}
+    responses.update(error_responses())
+    return extend_schema(
+        summary=summary,
+        tags=[tag],
+        request=request,
+        responses=responses,
+        parameters=parameters,
+        operation_id=operation_id,
+    )

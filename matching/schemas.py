@@ -1,0 +1,84 @@
+"""Response bodies of the worker API, declared for the OpenAPI schema only.
+
+The views build these dicts in the kernel; the serializers here describe them and
+are never used to render, so the wire format stays the kernel's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+
+class ExecutionRefSerializer(serializers.Serializer[Any]):
+    workflow_id = serializers.CharField()
+    run_id = serializers.UUIDField()
+
+
+class NameSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+
+
+class HistoryEventSerializer(serializers.Serializer[Any]):
+    event_id = serializers.IntegerField()
+    event_type = serializers.CharField()
+    event_time = serializers.DateTimeField()
+    attributes = serializers.DictField()
+
+
+class EventListSerializer(serializers.Serializer[Any]):
+    events = HistoryEventSerializer(many=True)
+
+
+class QueryTaskDetailSerializer(serializers.Serializer[Any]):
+    query_id = serializers.UUIDField()
+    query_type = serializers.CharField()
+    query_args = serializers.ListField()
+
+
+class WorkflowTaskSerializer(serializers.Serializer[Any]):
+    """A workflow task: the history a worker replays and the token to answer with."""
+
+    task_token = serializers.CharField()
+    workflow_execution = ExecutionRefSerializer()
+    workflow_type = NameSerializer()
+    workflow_execution_task_queue = NameSerializer()
+    attempt = serializers.IntegerField()
+    previous_started_event_id = serializers.IntegerField()
+    started_event_id = serializers.IntegerField()
+    history = EventListSerializer()
+    query = QueryTaskDetailSerializer(allow_null=True, help_text="set when the task is a query")
+
+
+class ActivityTaskSerializer(serializers.Serializer[Any]):
+    """An activity task: what to run, with which input, under which timeouts."""
+
+    task_token = serializers.CharField()
+    workflow_execution = ExecutionRefSerializer()
+    workflow_type = NameSerializer()
+    workflow_namespace = serializers.CharField()
+    activity_id = serializers.CharField()
+    activity_type = NameSerializer()
+    task_queue = serializers.CharField()
+    input = serializers.ListField()
+    header = serializers.DictField()
+    attempt = serializers.IntegerField()
+    scheduled_event_id = serializers.IntegerField()
+    scheduled_time = serializers.DateTimeField()
+    current_attempt_scheduled_time = serializers.DateTimeField()
+    started_time = serializers.DateTimeField(allow_null=True)
+    schedule_to_close_timeout = serializers.FloatField()
+    start_to_close_timeout = serializers.FloatField()
+    heartbeat_timeout = serializers.FloatField()
+    heartbeat_details = serializers.JSONField(allow_null=True)
+    retry_policy = serializers.DictField(allow_null=True)
+
+
+class WorkflowTaskCompletedSerializer(serializers.Serializer[Any]):
+    workflow_task = WorkflowTaskSerializer(allow_null=True, help_text="the next task, when asked for")
+    activity_tasks = ActivityTaskSerializer(many=True, help_text="activities started eagerly")
+
+
+class HeartbeatResponseSerializer(serializers.Serializer[Any]):
+    cancel_requested = serializers.BooleanField()

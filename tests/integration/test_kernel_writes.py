@@ -1,0 +1,151 @@
+"""Kernel writes are whole or absent: signal dedup, gapless ids, rejected commands, limits."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from chronicle.errors import ChronicleError, ErrorCode
+from history import kernel
+from history.models import HistoryEvent, PendingActivity, Task, TimerKind, TimerTask, WorkflowExecution
+from matching.dispatch import poll_once
+from namespaces.auth import access_namespace, api_key_from_header
+from namespaces.models import ApiKey
+from tests.factories import ApiKeyFactory, ExecutionFactory, NamespaceFactory
+
+
+def signal(execution: WorkflowExecution, **options: Any) -> None:
+    kernel.signal_workflow_execution(
+        execution.namespace,
+        workflow_id=execution.workflow_id,
+        run_id=None,
+        signal_name="poke",
+        input=[1],
+        **options,
+    )
+
+
+def event_types(execution: WorkflowExecution) -> list[str]:
+    return list(
+        HistoryEvent.objects.filter(run=execution).order_by("event_id").values_list("event_type", flat=True)
+    )
+
+
+@pytest.mark.django_db
+def test_a_retried_signal_with_the_same_request_id_is_recorded_once() -> None:
+    execution = ExecutionFactory()
+    signal(execution, request_id="sig-1")
+    signal(execution, request_id="sig-1")
+    signal(execution, request_id="sig-2")
+    assert event_types(execution).count("WorkflowExecutionSignaled") == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_signals_get_gapless_event_ids() -> None:
+    execution = ExecutionFactory()
+    before = HistoryEvent.objects.filter(run=execution).count()
+    senders, per_sender = 4, 5
+    failures: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            for _ in range(per_sender):
+                signal(execution)
+        except BaseException as exc:  # surfaced by the assertion below
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures
+    ids = list(
+        HistoryEvent.objects.filter(run=execution).order_by("event_id").values_list("event_id", flat=True)
+    )
+    assert ids == list(range(1, before + senders * per_sender + 1))
+    execution.refresh_from_db()
+    assert execution.next_event_id == ids[-1] + 1
+
+
+@pytest.mark.django_db
+def test_a_rejected_command_list_leaves_nothing_half_written() -> None:
+    execution = ExecutionFactory()
+    task = poll_once(execution.namespace, execution.task_queue, "workflow", "test-worker")
+    assert task is not None
+    history_before = event_types(execution)
+    commands = [
+        {"command_type": "StartTimer", "attributes": {"timer_id": "t1", "start_to_fire_timeout": 60}},
+        {"command_type": "ScheduleActivityTask", "attributes": {"activity_id": "a1"}},  # no activity_type
+    ]
+    kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=commands)
+
+    added = HistoryEvent.objects.filter(run=execution, event_id__gt=len(history_before)).order_by("event_id")
+    assert [e.event_type for e in added][:1] == ["WorkflowTaskFailed"]
+    assert added[0].attributes["cause"] == "WORKFLOW_TASK_FAILED_CAUSE_BAD_SCHEDULE_ACTIVITY_ATTRIBUTES"
+    assert "TimerStarted" not in event_types(execution)
+    assert "WorkflowTaskCompleted" not in event_types(execution)
+    assert not TimerTask.objects.filter(run=execution, kind=TimerKind.USER_TIMER).exists()
+    assert not PendingActivity.objects.filter(run=execution).exists()
+
+
+@pytest.mark.django_db
+def test_a_signal_past_the_payload_limit_is_refused_and_not_recorded() -> None:
+    execution = ExecutionFactory(namespace=NamespaceFactory(payload_limit_bytes=1024))
+    with pytest.raises(ChronicleError) as refused:
+        kernel.signal_workflow_execution(
+            execution.namespace,
+            workflow_id=execution.workflow_id,
+            run_id=None,
+            signal_name="big",
+            input=["x" * 2048],
+        )
+    assert refused.value.code == ErrorCode.PAYLOAD_TOO_LARGE
+    assert "WorkflowExecutionSignaled" not in event_types(execution)
+
+
+@pytest.mark.django_db
+def test_a_start_past_the_payload_limit_creates_no_run() -> None:
+    namespace = NamespaceFactory(payload_limit_bytes=1024)
+    with pytest.raises(ChronicleError) as refused:
+        ExecutionFactory(namespace=namespace, input=["x" * 2048])
+    assert refused.value.code == ErrorCode.PAYLOAD_TOO_LARGE
+    assert not WorkflowExecution.objects.filter(namespace=namespace).exists()
+    assert not Task.objects.filter(namespace=namespace).exists()
+
+
+@pytest.mark.django_db
+def test_a_revoked_api_key_no_longer_authenticates() -> None:
+    issued = ApiKeyFactory()
+    key = api_key_from_header(issued.authorization)
+    assert access_namespace(key, issued.api_key.namespace.name, "client") == issued.api_key.namespace
+    ApiKey.objects.filter(pk=issued.api_key.pk).update(revoked_at=timezone.now())
+    with pytest.raises(ChronicleError) as refused:
+        api_key_from_header(issued.authorization)
+    assert refused.value.code == ErrorCode.UNAUTHENTICATED
+
+
+@pytest.mark.django_db
+def test_a_key_of_another_namespace_sees_not_found() -> None:
+    issued = ApiKeyFactory()
+    other = NamespaceFactory()
+    with pytest.raises(ChronicleError) as refused:
+        access_namespace(api_key_from_header(issued.authorization), other.name, "client")
+    assert refused.value.code == ErrorCode.NOT_FOUND
+
+
+@pytest.mark.django_db
+def test_a_retried_signal_with_start_starts_and_signals_once() -> None:
+    namespace = NamespaceFactory()
+    request = kernel.StartRequest(workflow_id="sws", workflow_type="T", task_queue="q", request_id="sws-1")
+    first = kernel.start_workflow_execution(namespace, request, signal=("poke", [1], "sws-1"))
+    again = kernel.start_workflow_execution(namespace, request, signal=("poke", [1], "sws-1"))
+    assert again.run_id == first.run_id
+    execution = WorkflowExecution.objects.get(namespace=namespace, workflow_id="sws")
+    assert event_types(execution).count("WorkflowExecutionSignaled") == 1
