@@ -186,6 +186,10 @@ class ExecutionMutation:
             ex.wft_scheduled_event_id = ex.next_event_id
         self.add_task(TaskKind.WORKFLOW, queue, ex.wft_scheduled_event_id, attempt)
         if ex.sticky_task_queue:
+            # Normal-queue pollers take the task at once if the sticky queue has no live poller.
+            self._notifications.add(
+                (TASKS_CHANNEL, task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.task_queue))
+            )
             self.add_timer(
                 TimerKind.STICKY_TIMEOUT,
                 self.now + timedelta(seconds=ex.sticky_schedule_to_start_timeout),
