@@ -31,6 +31,9 @@ _POLLER_SEEN_GRANULARITY = timedelta(seconds=5)
 # waiting poll refreshes its row every granularity period, so live ones stay inside.
 STICKY_POLLER_LIVENESS = timedelta(seconds=10)
 # Per-process memory of poller rows written recently: (namespace, queue, kind, identity) -> monotonic time.
+# Queue limits are cached per process; a changed limit takes effect within this time.
+QUEUE_LIMIT_CACHE_SECONDS = 3.0
+_queue_limit_cache: dict[tuple[object, str], tuple[float, float]] = {}
 _recent_poller_writes: dict[tuple[object, str, str, str], float] = {}
 
 
@@ -39,13 +42,35 @@ class DispatchThrottled(Exception):
         self.wait = wait
 
 
-def _claim_next(namespace: Namespace, task_queue: str, kind: str) -> Task | None:
-    return (
-        Task.objects.select_for_update(skip_locked=True)
-        .filter(namespace=namespace, task_queue=task_queue, kind=kind, visible_at__lte=timezone.now())
-        .order_by("visible_at", "id")
-        .first()
+def _take_next(namespace: Namespace, task_queue: str, kind: str) -> Task | None:
+    """Claim and delete the oldest visible row in one round trip (skipping locked ones)."""
+    table = Task._meta.db_table
+    taken = Task.objects.raw(
+        f"""
+        DELETE FROM {table} WHERE id = (
+            SELECT id FROM {table}
+            WHERE namespace_id = %s AND task_queue = %s AND kind = %s AND visible_at <= %s
+            ORDER BY visible_at, id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        )
+        RETURNING *
+        """,
+        [namespace.id, task_queue, kind, timezone.now()],
     )
+    return next(iter(taken), None)
+
+
+def _take(namespace: Namespace, task_queue: str, kind: str) -> tuple[Task | None, bool]:
+    """The next row for this poller, and whether it came from a sticky queue with no live poller."""
+    task = _take_next(namespace, task_queue, kind)
+    if task is not None or kind != TaskKind.WORKFLOW:
+        return task, False
+    task = _claim_sticky_fallback(namespace, task_queue)
+    if task is None:
+        return None, False
+    task.delete()
+    return task, True
 
 
 def _claim_sticky_fallback(namespace: Namespace, task_queue: str) -> Task | None:
@@ -77,6 +102,23 @@ def _claim_sticky_fallback(namespace: Namespace, task_queue: str) -> Task | None
     )
 
 
+def _queue_dispatch_rps(namespace: Namespace, task_queue: str) -> float:
+    """The queue's dispatch limit (0 = none), re-read at most every few seconds per process."""
+    key = (namespace.id, task_queue)
+    cached = _queue_limit_cache.get(key)
+    now = time.monotonic()
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    limit = (
+        TaskQueueLimit.objects.filter(namespace=namespace, task_queue=task_queue)
+        .values_list("dispatch_rps", flat=True)
+        .first()
+    )
+    rps = limit or 0.0
+    _queue_limit_cache[key] = (now + QUEUE_LIMIT_CACHE_SECONDS, rps)
+    return rps
+
+
 def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
     if namespace.dispatch_rps > 0:
         wait = take_token(
@@ -84,13 +126,9 @@ def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
         )
         if wait:
             raise DispatchThrottled(wait)
-    limit = TaskQueueLimit.objects.filter(namespace=namespace, task_queue=task_queue).first()
-    if limit is not None and limit.dispatch_rps > 0:
-        wait = take_token(
-            f"dispatch:{namespace.id}:{task_queue}",
-            rate=limit.dispatch_rps,
-            burst=limit.dispatch_rps,
-        )
+    queue_rps = _queue_dispatch_rps(namespace, task_queue)
+    if queue_rps > 0:
+        wait = take_token(f"dispatch:{namespace.id}:{task_queue}", rate=queue_rps, burst=queue_rps)
         if wait:
             raise DispatchThrottled(wait)
 
@@ -130,15 +168,10 @@ def poll_once(namespace: Namespace, task_queue: str, kind: str, identity: str) -
     _check_dispatch_limits(namespace, task_queue)
     for _ in range(MAX_STALE_PER_POLL):
         with transaction.atomic(durable=True):
-            task = _claim_next(namespace, task_queue, kind)
-            from_sticky = False
-            if task is None and kind == TaskKind.WORKFLOW:
-                task = _claim_sticky_fallback(namespace, task_queue)
-                from_sticky = task is not None
+            task, from_sticky = _take(namespace, task_queue, kind)
             if task is None:
                 return None
             response = _start(task, identity, sticky_fallback=from_sticky)
-            task.delete()
         if response is not None:
             return response
     return None
