@@ -275,9 +275,7 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
             events = task["history"]["events"]
             fired = [e for e in events if e["event_type"] == "TimerFired"]
             if not fired:
-                due = T["due"]
-                if due is None:  # should not happen: T is set before starts
-                    due = time.time() + lead_s
+                due = T["due"]  # set before the starts go out
                 cmds = []
                 for k in range(per_wf):
                     delay = max(0.001, due - time.time())
