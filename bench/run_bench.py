@@ -21,13 +21,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlparse, urlunparse
 
 import httpx
 import psycopg
+
+Json = dict[str, Any]
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -54,7 +58,7 @@ def pct(values: list[float], p: float) -> float | None:
     return s[k]
 
 
-def summary_ms(values_s: list[float]) -> dict:
+def summary_ms(values_s: list[float]) -> Json:
     ms = [v * 1000.0 for v in values_s]
     return {"n": len(ms), "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "max_ms": max(ms) if ms else None}
 
@@ -67,7 +71,7 @@ def with_db(url: str, db: str) -> str:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def python_exe() -> str:
@@ -88,7 +92,7 @@ class Api:
             self._local.c = c
         return c
 
-    def post(self, path: str, body: dict) -> httpx.Response:
+    def post(self, path: str, body: Json) -> httpx.Response:
         return self.client().post(self.base + path, json=body)
 
     def start(self, wid: str, queue: str) -> httpx.Response:
@@ -97,15 +101,15 @@ class Api:
             raise RuntimeError(f"start {wid}: {r.status_code} {r.text[:300]}")
         return r
 
-    def poll_wft(self, queue: str, timeout: float = 5.0) -> dict | None:
+    def poll_wft(self, queue: str, timeout: float = 5.0) -> Json | None:
         r = self.post(f"/task-queues/{queue}/workflow-tasks/poll", {"identity": "bench", "timeout": timeout})
         if r.status_code == 204:
             return None
         if r.status_code != 200:
             raise RuntimeError(f"poll wft: {r.status_code} {r.text[:300]}")
-        return r.json()
+        return cast(Json, r.json())
 
-    def complete_wft(self, queue: str, token: str, commands: list[dict]) -> httpx.Response:
+    def complete_wft(self, queue: str, token: str, commands: list[Json]) -> httpx.Response:
         r = self.post(
             f"/task-queues/{queue}/workflow-tasks/complete", {"task_token": token, "commands": commands}
         )
@@ -113,13 +117,13 @@ class Api:
             raise RuntimeError(f"complete wft: {r.status_code} {r.text[:300]}")
         return r
 
-    def poll_act(self, queue: str, timeout: float = 5.0) -> dict | None:
+    def poll_act(self, queue: str, timeout: float = 5.0) -> Json | None:
         r = self.post(f"/task-queues/{queue}/activity-tasks/poll", {"identity": "bench", "timeout": timeout})
         if r.status_code == 204:
             return None
         if r.status_code != 200:
             raise RuntimeError(f"poll act: {r.status_code} {r.text[:300]}")
-        return r.json()
+        return cast(Json, r.json())
 
     def complete_act(self, queue: str, token: str) -> httpx.Response:
         r = self.post(f"/task-queues/{queue}/activity-tasks/complete", {"task_token": token, "result": "ok"})
@@ -128,19 +132,21 @@ class Api:
         return r
 
 
-def complete_cmd() -> dict:
+def complete_cmd() -> Json:
     return {"command_type": "CompleteWorkflowExecution", "attributes": {"result": "done"}}
 
 
 def count_events(dburl: str) -> int:
     with psycopg.connect(dburl, autocommit=True) as conn:
-        return conn.execute("SELECT count(*) FROM history_historyevent").fetchone()[0]
+        row = conn.execute("SELECT count(*) FROM history_historyevent").fetchone()
+        assert row is not None
+        return int(row[0])
 
 
 # --------------------------------------------------------------------------- phases
 
 
-def phase_starts(api: Api, n: int) -> dict:
+def phase_starts(api: Api, n: int) -> Json:
     log(f"phase 1: {n} starts across {THREADS} threads")
     errors: list[str] = []
 
@@ -159,7 +165,7 @@ def phase_starts(api: Api, n: int) -> dict:
     return {"n": n, "ok": ok, "failed": n - ok, "seconds": el, "starts_per_s": ok / el, "errors": errors[:5]}
 
 
-def phase_wft(api: Api, iterations: int = 100, budget_s: float = 30.0) -> dict:
+def phase_wft(api: Api, iterations: int = 100, budget_s: float = 30.0) -> Json:
     log(f"phase 2: workflow-task turnaround ({iterations} iterations)")
     queue = "q-wft"
     turnaround, complete_lat = [], []
@@ -168,9 +174,9 @@ def phase_wft(api: Api, iterations: int = 100, budget_s: float = 30.0) -> dict:
         for i in range(iterations):
             if time.perf_counter() > deadline:
                 break
-            holder: dict = {}
+            holder: Json = {}
 
-            def poller(holder: dict = holder) -> None:
+            def poller(holder: Json = holder) -> None:
                 holder["task"] = api.poll_wft(queue, timeout=5)
                 holder["t"] = time.perf_counter()
 
@@ -189,7 +195,7 @@ def phase_wft(api: Api, iterations: int = 100, budget_s: float = 30.0) -> dict:
     return {"turnaround": summary_ms(turnaround), "complete_rtt": summary_ms(complete_lat)}
 
 
-def phase_activity(api: Api, iterations: int = 100, budget_s: float = 40.0) -> dict:
+def phase_activity(api: Api, iterations: int = 100, budget_s: float = 40.0) -> Json:
     log(f"phase 3: activity dispatch latency ({iterations} iterations)")
     queue = "q-act"
     lat = []
@@ -202,9 +208,9 @@ def phase_activity(api: Api, iterations: int = 100, budget_s: float = 40.0) -> d
             task = api.poll_wft(queue, timeout=5)
             if task is None:
                 continue
-            holder: dict = {}
+            holder: Json = {}
 
-            def poller(holder: dict = holder) -> None:
+            def poller(holder: Json = holder) -> None:
                 holder["task"] = api.poll_act(queue, timeout=5)
                 holder["t"] = time.perf_counter()
 
@@ -242,13 +248,13 @@ def _ts(s: str) -> float:
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
-def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.0) -> dict:
+def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.0) -> Json:
     total = n_wf * per_wf
     log(f"phase 4: {total} timers ({n_wf} workflows x {per_wf}) due at the same instant")
     queue = "q-timer"
     lock = threading.Lock()
-    T = {"due": None}
-    seen: dict[str, set] = {}
+    T: dict[str, float] = {"due": 0.0}
+    seen: dict[str, set[str]] = {}
     task_lateness, fire_lateness = [], []
     first_done = [0]
     stop = threading.Event()
@@ -269,9 +275,7 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
             events = task["history"]["events"]
             fired = [e for e in events if e["event_type"] == "TimerFired"]
             if not fired:
-                due = T["due"]
-                if due is None:  # should not happen: T is set before starts
-                    due = time.time() + lead_s
+                due = T["due"]  # set before the starts go out
                 cmds = []
                 for k in range(per_wf):
                     delay = max(0.001, due - time.time())
@@ -327,7 +331,7 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
     }
 
 
-def phase_signals(api: Api, dburl: str, n_wf: int, seconds: float = 5.0) -> dict:
+def phase_signals(api: Api, dburl: str, n_wf: int, seconds: float = 5.0) -> Json:
     log(f"phase 5: signals for {seconds:.0f}s across {THREADS} threads")
     before = count_events(dburl)
     sent = [0] * THREADS
@@ -363,7 +367,7 @@ def phase_signals(api: Api, dburl: str, n_wf: int, seconds: float = 5.0) -> dict
     }
 
 
-def phase_pgbench(dburl: str) -> dict:
+def phase_pgbench(dburl: str) -> Json:
     log("phase 6: pgbench ceiling (10s)")
     exe = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
     if not Path(exe).exists():
@@ -388,7 +392,7 @@ def phase_pgbench(dburl: str) -> dict:
 # --------------------------------------------------------------------------- main
 
 
-def stop_procs(procs: list[subprocess.Popen]) -> None:
+def stop_procs(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         if p.poll() is None:
             p.terminate()
@@ -400,7 +404,7 @@ def stop_procs(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def g(d: dict, *path):
+def g(d: Any, *path: str) -> Any:
     for k in path:
         if not isinstance(d, dict) or k not in d:
             return None
@@ -408,7 +412,7 @@ def g(d: dict, *path):
     return d
 
 
-def fmt(v, unit="") -> str:
+def fmt(v: Any, unit: str = "") -> str:
     if v is None:
         return "n/a"
     return f"{v:,.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
@@ -433,14 +437,17 @@ def main() -> int:
     dburl = with_db(args.database_url, dbname)
     env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
     py = python_exe()
-    procs: list[subprocess.Popen] = []
-    results: dict = {"database": dbname, "workflows": args.workflows}
+    procs: list[subprocess.Popen[bytes]] = []
+    results: Json = {"database": dbname, "workflows": args.workflows}
     t_run = time.perf_counter()
 
     log(f"creating database {dbname}")
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        max_conn = int(conn.execute("SHOW max_connections").fetchone()[0])
-        used = conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone()[0]
+        max_row = conn.execute("SHOW max_connections").fetchone()
+        used_row = conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone()
+        assert max_row is not None and used_row is not None
+        max_conn = int(max_row[0])
+        used = int(used_row[0])
         conn.execute(f'CREATE DATABASE "{dbname}"')
     free_slots = max_conn - used
     results["pg_free_connection_slots"] = free_slots
@@ -505,7 +512,7 @@ def main() -> int:
         for _ in range(8):
             api.post("/task-queues/warm/workflow-tasks/poll", {"identity": "w", "timeout": 0.01})
 
-        def guarded(name: str, fn, *a):
+        def guarded(name: str, fn: Callable[..., Json], *a: Any) -> Json:
             try:
                 return fn(*a)
             except Exception as exc:
@@ -551,10 +558,10 @@ def main() -> int:
     }
     r["checks"] = {k: {"value": v, "target": t, "pass": ok} for k, (v, t, ok) in checks.items()}
 
-    def pair(*path):
+    def pair(*path: str) -> str:
         return f"{fmt(g(r, *path, 'p50_ms'), ' ms')} / {fmt(g(r, *path, 'p99_ms'), ' ms')}"
 
-    def vs(v):
+    def vs(v: float | None) -> str:
         return f"{v / tps:.3f}x pgbench" if (tps and v is not None) else ""
 
     e13 = g(r, "phases_1_3_events", "events_per_s")

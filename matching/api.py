@@ -28,7 +28,7 @@ from history import kernel
 from history.kernel._mutation import task_wakeup_key
 from history.models import TaskKind
 from matching import schemas
-from matching.dispatch import DispatchThrottled, poll_once, record_poller
+from matching.dispatch import DispatchThrottled, poll_once
 from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
 
@@ -65,7 +65,6 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
             settings.poll_timeout_seconds,
         )
         hub.ensure_listening(await _db(listen_conninfo)())
-        await _db(record_poller)(ns, task_queue, kind, identity)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         wake_key = task_wakeup_key(ns.id, kind, task_queue)

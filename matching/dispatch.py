@@ -6,11 +6,13 @@ deleted and the next one is tried, so a row is a hint and never the truth.
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError
@@ -25,6 +27,14 @@ from namespaces.rate_limits import take_token
 
 MAX_STALE_PER_POLL = 50
 _POLLER_SEEN_GRANULARITY = timedelta(seconds=5)
+# A sticky queue whose poller has not been seen for this long counts as gone; a
+# waiting poll refreshes its row every granularity period, so live ones stay inside.
+STICKY_POLLER_LIVENESS = timedelta(seconds=10)
+# Per-process memory of poller rows written recently: (namespace, queue, kind, identity) -> monotonic time.
+# Queue limits are cached per process; a changed limit takes effect within this time.
+QUEUE_LIMIT_CACHE_SECONDS = 3.0
+_queue_limit_cache: dict[tuple[object, str], tuple[float, float]] = {}
+_recent_poller_writes: dict[tuple[object, str, str, str], float] = {}
 
 
 class DispatchThrottled(Exception):
@@ -32,13 +42,81 @@ class DispatchThrottled(Exception):
         self.wait = wait
 
 
-def _claim_next(namespace: Namespace, task_queue: str, kind: str) -> Task | None:
+def _take_next(namespace: Namespace, task_queue: str, kind: str) -> Task | None:
+    """Claim and delete the oldest visible row in one round trip (skipping locked ones)."""
+    table = Task._meta.db_table
+    taken = Task.objects.raw(
+        f"""
+        DELETE FROM {table} WHERE id = (
+            SELECT id FROM {table}
+            WHERE namespace_id = %s AND task_queue = %s AND kind = %s AND visible_at <= %s
+            ORDER BY visible_at, id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        )
+        RETURNING *
+        """,
+        [namespace.id, task_queue, kind, timezone.now()],
+    )
+    return next(iter(taken), None)
+
+
+def _take(namespace: Namespace, task_queue: str, kind: str) -> tuple[Task | None, bool]:
+    """The next row for this poller, and whether it came from a sticky queue with no live poller."""
+    task = _take_next(namespace, task_queue, kind)
+    if task is not None or kind != TaskKind.WORKFLOW:
+        return task, False
+    task = _claim_sticky_fallback(namespace, task_queue)
+    if task is None:
+        return None, False
+    task.delete()
+    return task, True
+
+
+def _claim_sticky_fallback(namespace: Namespace, task_queue: str) -> Task | None:
+    """A workflow task waiting on the sticky queue of a run of ``task_queue`` with no live poller.
+
+    This is the fast fallback: a normal-queue poller takes it at once instead of the
+    run waiting for the sticky schedule-to-start timeout.
+    """
+    live_sticky_poller = Poller.objects.filter(
+        namespace=OuterRef("namespace"),
+        task_queue=OuterRef("task_queue"),
+        kind=TaskKind.WORKFLOW,
+        last_seen_at__gte=timezone.now() - STICKY_POLLER_LIVENESS,
+    )
     return (
-        Task.objects.select_for_update(skip_locked=True)
-        .filter(namespace=namespace, task_queue=task_queue, kind=kind, visible_at__lte=timezone.now())
+        Task.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(
+            namespace=namespace,
+            kind=TaskKind.WORKFLOW,
+            query_id__isnull=True,
+            visible_at__lte=timezone.now(),
+            run__task_queue=task_queue,
+            task_queue=F("run__sticky_task_queue"),
+        )
+        .exclude(task_queue=task_queue)
+        .exclude(Exists(live_sticky_poller))
         .order_by("visible_at", "id")
         .first()
     )
+
+
+def _queue_dispatch_rps(namespace: Namespace, task_queue: str) -> float:
+    """The queue's dispatch limit (0 = none), re-read at most every few seconds per process."""
+    key = (namespace.id, task_queue)
+    cached = _queue_limit_cache.get(key)
+    now = time.monotonic()
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    limit = (
+        TaskQueueLimit.objects.filter(namespace=namespace, task_queue=task_queue)
+        .values_list("dispatch_rps", flat=True)
+        .first()
+    )
+    rps = limit or 0.0
+    _queue_limit_cache[key] = (now + QUEUE_LIMIT_CACHE_SECONDS, rps)
+    return rps
 
 
 def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
@@ -48,18 +126,19 @@ def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
         )
         if wait:
             raise DispatchThrottled(wait)
-    limit = TaskQueueLimit.objects.filter(namespace=namespace, task_queue=task_queue).first()
-    if limit is not None and limit.dispatch_rps > 0:
-        wait = take_token(
-            f"dispatch:{namespace.id}:{task_queue}",
-            rate=limit.dispatch_rps,
-            burst=limit.dispatch_rps,
-        )
+    queue_rps = _queue_dispatch_rps(namespace, task_queue)
+    if queue_rps > 0:
+        wait = take_token(f"dispatch:{namespace.id}:{task_queue}", rate=queue_rps, burst=queue_rps)
         if wait:
             raise DispatchThrottled(wait)
 
 
 def record_poller(namespace: Namespace, task_queue: str, kind: str, identity: str) -> None:
+    """Mark the poller as seen; at most one write per granularity period per process."""
+    key = (namespace.id, task_queue, kind, identity)
+    last_write = _recent_poller_writes.get(key)
+    if last_write is not None and time.monotonic() - last_write < _POLLER_SEEN_GRANULARITY.total_seconds():
+        return
     now = timezone.now()
     updated = Poller.objects.filter(
         namespace=namespace,
@@ -76,24 +155,29 @@ def record_poller(namespace: Namespace, task_queue: str, kind: str, identity: st
             identity=identity,
             defaults={"last_seen_at": now},
         )
+    _recent_poller_writes[key] = time.monotonic()
 
 
 def poll_once(namespace: Namespace, task_queue: str, kind: str, identity: str) -> dict[str, Any] | None:
-    """Try to hand out one task now; None when the queue has nothing visible."""
+    """Try to hand out one task now; None when the queue has nothing visible.
+
+    Each attempt also keeps the poller's registry row fresh, so a poll waiting a
+    long time still counts as a live poller of its queue.
+    """
+    record_poller(namespace, task_queue, kind, identity)
     _check_dispatch_limits(namespace, task_queue)
     for _ in range(MAX_STALE_PER_POLL):
         with transaction.atomic(durable=True):
-            task = _claim_next(namespace, task_queue, kind)
+            task, from_sticky = _take(namespace, task_queue, kind)
             if task is None:
                 return None
-            response = _start(task, identity)
-            task.delete()
+            response = _start(task, identity, sticky_fallback=from_sticky)
         if response is not None:
             return response
     return None
 
 
-def _start(task: Task, identity: str) -> dict[str, Any] | None:
+def _start(task: Task, identity: str, *, sticky_fallback: bool = False) -> dict[str, Any] | None:
     try:
         execution = lock_run(task.run_id)
     except ChronicleError:
@@ -120,6 +204,7 @@ def _start(task: Task, identity: str) -> dict[str, Any] | None:
             task_queue=task.task_queue,
             identity=identity,
             request_id=request_id,
+            sticky_fallback=sticky_fallback,
         )
         return started.as_dict() if started else None
     return kernel.record_activity_task_started_txn(

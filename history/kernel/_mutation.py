@@ -186,6 +186,10 @@ class ExecutionMutation:
             ex.wft_scheduled_event_id = ex.next_event_id
         self.add_task(TaskKind.WORKFLOW, queue, ex.wft_scheduled_event_id, attempt)
         if ex.sticky_task_queue:
+            # Normal-queue pollers take the task at once if the sticky queue has no live poller.
+            self._notifications.add(
+                (TASKS_CHANNEL, task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.task_queue))
+            )
             self.add_timer(
                 TimerKind.STICKY_TIMEOUT,
                 self.now + timedelta(seconds=ex.sticky_schedule_to_start_timeout),
@@ -329,25 +333,67 @@ class ExecutionMutation:
     def save(self) -> None:
         """Write events, state, rows and notifications inside the caller's transaction."""
         assert connection.in_atomic_block, "kernel writes need an open transaction"
-        if self.deleted:
+        if not self._prepare_save():
             return
+        self.execution.save()
+        _write_pending_rows([self])
+
+    def _prepare_save(self) -> bool:
+        """Apply the checks due before writing; False when the run was deleted instead."""
+        if self.deleted:
+            return False
         self.enforce_history_limits()
         if self.closed_now:
             self._drop_pending_work()
-        self.execution.save()
-        if self._events:
-            HistoryEvent.objects.bulk_create(self._events)
-        if self._tasks:
-            Task.objects.bulk_create(self._tasks)
-        if self._timers:
-            TimerTask.objects.bulk_create(self._timers)
-        for channel, payload in sorted(self._notifications):
-            notify(channel, payload)
-        self._events, self._tasks, self._timers = [], [], []
-        self._notifications.clear()
-        for follower in self.followers:
-            follower.save()
-        self.followers = []
+        return True
+
+
+_EXECUTION_FIELDS = [f.name for f in WorkflowExecution._meta.concrete_fields if not f.primary_key]
+
+
+def save_all(mutations: list[ExecutionMutation]) -> None:
+    """Save many runs' mutations with one statement per table instead of several per run.
+
+    The timer queue fires hundreds of runs in one transaction; per-run round trips
+    made it slow. Same writes, same order per table, as :meth:`ExecutionMutation.save`.
+    """
+    assert connection.in_atomic_block, "kernel writes need an open transaction"
+    live = [m for m in mutations if m._prepare_save()]
+    if not live:
+        return
+    WorkflowExecution.objects.bulk_update([m.execution for m in live], _EXECUTION_FIELDS)
+    _write_pending_rows(live)
+
+
+def _write_pending_rows(mutations: list[ExecutionMutation]) -> None:
+    """Insert the mutations' events, tasks and timers, send their notifications, save followers."""
+    events = [e for m in mutations for e in m._events]
+    tasks = [t for m in mutations for t in m._tasks]
+    timers = [t for m in mutations for t in m._timers]
+    if events:
+        HistoryEvent.objects.bulk_create(events)
+    if tasks:
+        Task.objects.bulk_create(tasks)
+    if timers:
+        TimerTask.objects.bulk_create(timers)
+    _notify_all(sorted({n for m in mutations for n in m._notifications}))
+    followers = [f for m in mutations for f in m.followers]
+    for m in mutations:
+        m._events, m._tasks, m._timers, m.followers = [], [], [], []
+        m._notifications.clear()
+    for follower in followers:
+        follower.save()
+
+
+def _notify_all(notifications: list[tuple[str, str]]) -> None:
+    """Send (channel, payload) notifications in one statement."""
+    if not notifications:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS n(c, p)",
+            [[c for c, _ in notifications], [p for _, p in notifications]],
+        )
 
 
 def _resolve_previous(attributes: dict[str, Any], previous_event_id: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history.faults import crash_point
-from history.kernel._mutation import ExecutionMutation
+from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
 from history.kernel.executions import time_out_workflow_txn
 from history.kernel.workflow_tasks import time_out_workflow_task_txn
@@ -83,8 +83,7 @@ def fire_timers(fence: ShardFence, timer_ids: list[tuple[int, str]]) -> int:
             if _fire_one(mutation, timer, done):
                 fired += 1
         TimerTask.objects.filter(id__in=done).delete()
-        for mutation in mutations.values():
-            mutation.save()
+        save_all(list(mutations.values()))
         crash_point("daemon_after_fire_before_commit")
     return fired
 

@@ -29,11 +29,14 @@ def record_workflow_task_started_txn(
     task_queue: str,
     identity: str,
     request_id: str,
+    sticky_fallback: bool = False,
 ) -> WorkflowTaskResponse | None:
     """Start the run's pending workflow task if the claimed row is still current.
 
     Precondition: inside a transaction with ``ex`` locked ``FOR UPDATE``. Returns
     None when the row is stale (the task already started, completed or moved).
+    ``sticky_fallback`` means a normal-queue poller takes a task left on a sticky
+    queue with no live poller: stickiness is cleared and the full history sent.
     """
     assert transaction.get_connection().in_atomic_block
     if (
@@ -44,6 +47,9 @@ def record_workflow_task_started_txn(
         or ex.wft_task_queue != task_queue
     ):
         return None
+    if sticky_fallback:
+        ex.sticky_task_queue = ""
+        ex.wft_task_queue = ex.task_queue
     mutation = ExecutionMutation(ex, ex.namespace)
     mutation.start_workflow_task(identity=identity, request_id=request_id)
     mutation.save()
