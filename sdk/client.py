@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import uuid
@@ -80,7 +81,7 @@ class WorkflowExecutionDescription:
             run_id=data["run_id"],
             workflow_type=data["workflow_type"],
             task_queue=data.get("task_queue", ""),
-            status=WorkflowExecutionStatus(data["status"]),
+            status=status_from_wire(data["status"]),
             start_time=_time(data.get("start_time")),
             execution_time=_time(data.get("execution_time")),
             close_time=_time(data.get("close_time")),
@@ -89,6 +90,11 @@ class WorkflowExecutionDescription:
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
         )
+
+
+def status_from_wire(value: str) -> WorkflowExecutionStatus:
+    """The server spells statuses ``ContinuedAsNew``; the enum ``CONTINUED_AS_NEW``."""
+    return WorkflowExecutionStatus(re.sub(r"(?<!^)(?=[A-Z])", "_", value).upper())
 
 
 def _time(value: str | None) -> datetime | None:
@@ -300,7 +306,7 @@ def parse_list_query(query: str) -> dict[str, str]:
                 if key not in _QUERY_FIELDS:
                     raise ValueError(f"unsupported list filter {field.strip()!r}")
                 text = value.strip().strip("'\"")
-                result[_QUERY_FIELDS[key]] = text.upper() if key == "executionstatus" else text
+                result[_QUERY_FIELDS[key]] = text
                 break
         else:
             raise ValueError(f"cannot read list filter {clause!r}")
@@ -424,14 +430,10 @@ class WorkflowHandle:
         )
 
     async def terminate(self, reason: str = "", *details: Any) -> None:
-        await self.client.transport.post(
-            self._path("/terminate"),
-            {
-                "reason": reason,
-                "identity": self.client.identity,
-                "details": self.client.data_converter.to_payloads(list(details)) if details else None,
-            },
-        )
+        body: dict[str, Any] = {"reason": reason, "identity": self.client.identity}
+        if details:
+            body["details"] = self.client.data_converter.to_payloads(list(details))
+        await self.client.transport.post(self._path("/terminate"), body)
 
     async def describe(self) -> WorkflowExecutionDescription:
         data = await self.client.transport.get(self._path()) or {}

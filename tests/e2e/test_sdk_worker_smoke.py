@@ -1,0 +1,187 @@
+"""Smoke tests of the SDK client and activity worker against the real stack.
+
+Workflow decisions come from the raw-HTTP ScriptedWorker, so these exercise the
+client and the activity side of the SDK worker on their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from sdk import activity
+from sdk.client import Client
+from sdk.converter import default_converter
+from sdk.exceptions import ApplicationError, CancelledError, TerminatedError, WorkflowFailureError
+from sdk.worker import Worker
+from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command
+
+payload = default_converter.to_payload
+
+
+def _wid() -> str:
+    return f"wf-{uuid.uuid4().hex[:8]}"
+
+
+async def _client(stack: Stack, tenant: Tenant) -> Client:
+    return await Client.connect(stack.url, namespace=tenant.namespace, api_key=tenant.keys["all"])
+
+
+def _schedule(worker: ScriptedWorker, activity_type: str, *args: Any, **options: Any) -> None:
+    task = worker.poll_workflow_task()
+    r = worker.complete_workflow_task(
+        task,
+        command(
+            "ScheduleActivityTask",
+            activity_id="a1",
+            activity_type=activity_type,
+            input=[payload(a) for a in args],
+            start_to_close_timeout=10,
+            **options,
+        ),
+    )
+    assert r.status_code == 200, r.text
+
+
+def _activity_outcome(worker: ScriptedWorker) -> dict[str, Any]:
+    """The ActivityTask* close event the workflow sees next."""
+    task = worker.poll_workflow_task(timeout=20)
+    closes = [e for e in task["history"]["events"] if e["event_type"].startswith("ActivityTask")]
+    return dict(closes[-1])
+
+
+@activity.defn(name="Greet")
+async def greet(name: str) -> str:
+    return f"hello {name} (attempt {activity.info().attempt})"
+
+
+@activity.defn
+def refuse(amount: int) -> None:
+    raise ApplicationError(f"card declined for {amount}", type="Declined", non_retryable=True)
+
+
+def test_client_starts_signals_and_reads_the_result(
+    stack: Stack, tenant: Tenant, worker: ScriptedWorker
+) -> None:
+    async def scenario() -> None:
+        client = await _client(stack, tenant)
+        wid = _wid()
+        handle = await client.start_workflow("Order", {"sku": "A1"}, id=wid, task_queue=worker.queue)
+        assert handle.run_id
+        await handle.signal("approve", "ok")
+        description = await handle.describe()
+        assert description.status.name == "RUNNING" and description.workflow_type == "Order"
+
+        def decide() -> None:
+            task = worker.poll_workflow_task()
+            events = task["history"]["events"]
+            assert events[0]["attributes"]["input"] == [payload({"sku": "A1"})]
+            assert any(e["event_type"] == "WorkflowExecutionSignaled" for e in events)
+            worker.complete_workflow_task(
+                task, command("CompleteWorkflowExecution", result=[payload({"total": 42})])
+            )
+
+        await asyncio.to_thread(decide)
+        assert await handle.result() == {"total": 42}
+        listed = [row.workflow_id async for row in client.list_workflows(f"WorkflowId = '{wid}'")]
+        assert listed == [wid]
+        events = [e["event_type"] async for e in handle.fetch_history_events()]
+        assert events[0] == "WorkflowExecutionStarted" and events[-1] == "WorkflowExecutionCompleted"
+        await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_terminated_workflow_result_raises_with_the_cause(stack: Stack, tenant: Tenant, queue: str) -> None:
+    async def scenario() -> None:
+        client = await _client(stack, tenant)
+        handle = await client.start_workflow("Order", id=_wid(), task_queue=queue)
+        await handle.terminate("operator stopped it")
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+        assert isinstance(caught.value.cause, TerminatedError)
+        assert "operator stopped it" in caught.value.cause.message
+        await client.close()
+
+    asyncio.run(scenario())
+
+
+def _run_with_worker(stack: Stack, tenant: Tenant, queue: str, script: Any, activities: list[Any]) -> Any:
+    """Run ``script`` (blocking, scripted decisions) in a thread while an SDK worker runs."""
+
+    async def scenario() -> Any:
+        client = await _client(stack, tenant)
+        async with Worker(client, task_queue=queue, activities=activities):
+            outcome = await asyncio.to_thread(script)
+        await client.close()
+        return outcome
+
+    return asyncio.run(scenario())
+
+
+def test_async_activity_result_reaches_the_workflow(
+    stack: Stack, tenant: Tenant, api: Api, worker: ScriptedWorker
+) -> None:
+    def script() -> dict[str, Any]:
+        api.start(_wid(), worker.queue)
+        _schedule(worker, "Greet", "ada")
+        return _activity_outcome(worker)
+
+    event = _run_with_worker(stack, tenant, worker.queue, script, [greet])
+    assert event["event_type"] == "ActivityTaskCompleted"
+    assert event["attributes"]["result"] == [payload("hello ada (attempt 1)")]
+
+
+def test_non_retryable_sync_activity_failure_is_not_retried(
+    stack: Stack, tenant: Tenant, api: Api, worker: ScriptedWorker
+) -> None:
+    def script() -> dict[str, Any]:
+        api.start(_wid(), worker.queue)
+        _schedule(worker, "refuse", 30, retry_policy={"maximum_attempts": 5, "initial_interval": 0.1})
+        return _activity_outcome(worker)
+
+    event = _run_with_worker(stack, tenant, worker.queue, script, [refuse])
+    assert event["event_type"] == "ActivityTaskFailed"
+    failure = event["attributes"]["failure"]
+    assert failure["message"] == "card declined for 30"
+    assert failure["application_failure_info"]["type"] == "Declined"
+    assert failure["application_failure_info"]["non_retryable"] is True
+
+
+cancel_seen = threading.Event()
+
+
+@activity.defn
+def wait_for_cancel() -> str:
+    while not activity.is_cancelled():
+        activity.heartbeat("working")
+        activity.wait_for_cancelled_sync(0.1)
+    cancel_seen.set()
+    raise CancelledError("stopped on request")
+
+
+def test_cancel_reaches_a_heartbeating_sync_activity(
+    stack: Stack, tenant: Tenant, api: Api, worker: ScriptedWorker
+) -> None:
+    def script() -> dict[str, Any]:
+        wid = _wid()
+        api.start(wid, worker.queue)
+        _schedule(worker, "wait_for_cancel", heartbeat_timeout=2)
+        api.post(f"/workflows/{wid}/signal", {"signal_name": "stop"})
+        task = worker.poll_workflow_task(timeout=20)
+        scheduled = next(
+            e["event_id"] for e in task["history"]["events"] if e["event_type"] == "ActivityTaskScheduled"
+        )
+        r = worker.complete_workflow_task(
+            task, command("RequestCancelActivityTask", scheduled_event_id=scheduled)
+        )
+        assert r.status_code == 200, r.text
+        return _activity_outcome(worker)
+
+    event = _run_with_worker(stack, tenant, worker.queue, script, [wait_for_cancel])
+    assert cancel_seen.is_set()
+    assert event["event_type"] == "ActivityTaskCanceled"
