@@ -386,7 +386,7 @@ class WorkflowHandle:
         name = (
             signal
             if isinstance(signal, str)
-            else getattr(signal, "__chronicle_signal_name__", signal.__name__)
+            else getattr(signal, "__chronicle_workflow_signal__", signal.__name__)
         )
         values = list(args) if args else ([] if arg is _NO_ARG else [arg])
         await self.client.transport.post(
@@ -407,7 +407,11 @@ class WorkflowHandle:
         args: Sequence[Any] = (),
         result_type: Any = None,
     ) -> Any:
-        name = query if isinstance(query, str) else getattr(query, "__chronicle_query_name__", query.__name__)
+        name = (
+            query
+            if isinstance(query, str)
+            else getattr(query, "__chronicle_workflow_query__", query.__name__)
+        )
         if result_type is None and not isinstance(query, str):
             result_type = return_hint(query)
         values = list(args) if args else ([] if arg is _NO_ARG else [arg])

@@ -18,6 +18,7 @@ from sdk._http import NotFoundError
 from sdk.client import Client
 from sdk.exceptions import RPCError
 from sdk.worker._activities import REPORT_BACKOFF_MAX, ActivityRunner
+from sdk.worker._workflows import WorkflowRunner
 
 log = logging.getLogger("sdk.worker")
 
@@ -51,7 +52,7 @@ class Worker:
         self.max_cached_workflows = max_cached_workflows
         self.sticky_schedule_to_start_timeout = sticky_queue_schedule_to_start_timeout
         self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
-        self.workflows = list(workflows)
+        self.workflow_runner = WorkflowRunner(self, workflows) if workflows else None
         self._stopping = asyncio.Event()
         self._pollers: list[asyncio.Task[None]] = []
         self._done = asyncio.Event()
@@ -71,14 +72,14 @@ class Worker:
                 poller.cancel()
             await asyncio.gather(*self._pollers, return_exceptions=True)
             self._pollers.clear()
+            if self.workflow_runner is not None:
+                await self.workflow_runner.drain()
             if self.activities is not None:
                 await self.activities.drain()
             self._done.set()
 
     def _workflow_pollers(self) -> list[asyncio.Task[None]]:
-        if self.workflows:
-            raise NotImplementedError("workflow tasks need the workflow runtime, which this build lacks")
-        return []
+        return self.workflow_runner.pollers(self._stopping) if self.workflow_runner else []
 
     async def shutdown(self) -> None:
         """Stop polling, wait for in-flight tasks to finish and report."""

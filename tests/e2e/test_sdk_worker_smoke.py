@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from sdk import activity
+from sdk import activity, workflow
 from sdk.client import Client
 from sdk.converter import default_converter
 from sdk.exceptions import ApplicationError, CancelledError, TerminatedError, WorkflowFailureError
@@ -185,3 +186,46 @@ def test_cancel_reaches_a_heartbeating_sync_activity(
     event = _run_with_worker(stack, tenant, worker.queue, script, [wait_for_cancel])
     assert cancel_seen.is_set()
     assert event["event_type"] == "ActivityTaskCanceled"
+
+
+@workflow.defn
+class Approval:
+    """Greets, then waits for an approval signal; a query reports the state meanwhile."""
+
+    def __init__(self) -> None:
+        self.state = "new"
+        self.approver = ""
+
+    @workflow.run
+    async def run(self, name: str) -> str:
+        greeting = await workflow.execute_activity(greet, name, start_to_close_timeout=timedelta(seconds=10))
+        self.state = "waiting"
+        await workflow.wait_condition(lambda: bool(self.approver))
+        return f"{greeting}; approved by {self.approver}"
+
+    @workflow.signal
+    def approve(self, who: str) -> None:
+        self.approver = who
+
+    @workflow.query
+    def status(self) -> str:
+        return self.state
+
+
+def test_workflow_runs_activity_signal_and_query_end_to_end(stack: Stack, tenant: Tenant, queue: str) -> None:
+    async def scenario() -> None:
+        client = await _client(stack, tenant)
+        async with Worker(client, task_queue=queue, workflows=[Approval], activities=[greet]):
+            handle = await client.start_workflow(Approval.run, "ada", id=_wid(), task_queue=queue)
+            for _ in range(100):
+                if await handle.query(Approval.status) == "waiting":
+                    break
+                await asyncio.sleep(0.1)
+            assert await handle.query(Approval.status) == "waiting"
+            await handle.signal(Approval.approve, "grace")
+            assert await handle.result() == "hello ada (attempt 1); approved by grace"
+        events = [e["event_type"] async for e in handle.fetch_history_events()]
+        assert "ActivityTaskCompleted" in events and events[-1] == "WorkflowExecutionCompleted"
+        await client.close()
+
+    asyncio.run(scenario())
