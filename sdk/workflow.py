@@ -23,7 +23,7 @@ from sdk._runtime.definition import (
     SIGNAL_ATTR,
     WorkflowDefinition,
 )
-from sdk._runtime.instance import ContinueAsNewRequest, WorkflowInstance
+from sdk._runtime.instance import ActivityState, ContinueAsNewRequest, WorkflowInstance
 from sdk.common import RetryPolicy, to_seconds
 from sdk.converter import return_hint
 
@@ -127,7 +127,7 @@ def _activity_name(activity: Any) -> str:
     return str(getattr(activity, "__chronicle_activity_name__", activity.__name__))
 
 
-async def execute_activity(
+def start_activity(
     activity: Any,
     arg: Any = None,
     *,
@@ -141,8 +141,8 @@ async def execute_activity(
     cancellation_type: ActivityCancellationType = ActivityCancellationType.TRY_CANCEL,
     activity_id: str | None = None,
     result_type: Any = None,
-) -> Any:
-    """Schedule an activity and wait for its result (raises ActivityError on failure)."""
+) -> asyncio.Task[Any]:
+    """Schedule an activity now (ScheduleActivityTask); the task resolves to its result."""
     if schedule_to_close_timeout is None and start_to_close_timeout is None:
         raise ValueError("schedule_to_close_timeout or start_to_close_timeout is required")
     instance = _instance()
@@ -158,6 +158,12 @@ async def execute_activity(
     hint = result_type if result_type is not None or isinstance(activity, str) else return_hint(activity)
     values = list(args) if args else ([] if arg is None else [arg])
     state = instance.schedule_activity(_activity_name(activity), values, options, hint)
+    return instance.loop.create_task(_await_activity(instance, state, cancellation_type))
+
+
+async def _await_activity(
+    instance: WorkflowInstance, state: ActivityState, cancellation_type: ActivityCancellationType
+) -> Any:
     try:
         return await state.future
     except asyncio.CancelledError:
@@ -170,9 +176,36 @@ async def execute_activity(
         raise
 
 
-def start_activity(activity: Any, arg: Any = None, **options: Any) -> asyncio.Task[Any]:
-    """Like execute_activity, returning a task to await or cancel later."""
-    return _instance().loop.create_task(execute_activity(activity, arg, **options))
+async def execute_activity(activity: Any, arg: Any = None, **options: Any) -> Any:
+    """Schedule an activity and wait for its result (raises ActivityError on failure)."""
+    return await start_activity(activity, arg, **options)
+
+
+async def execute_local_activity(
+    activity: Any,
+    arg: Any = None,
+    *,
+    args: Sequence[Any] = (),
+    schedule_to_close_timeout: timedelta | None = None,
+    start_to_close_timeout: timedelta | None = None,
+    retry_policy: RetryPolicy | None = None,
+    result_type: Any = None,
+) -> Any:
+    """Run a short activity inside the worker; its outcome is recorded as a marker."""
+    if schedule_to_close_timeout is None and start_to_close_timeout is None:
+        raise ValueError("schedule_to_close_timeout or start_to_close_timeout is required")
+    options = {
+        "schedule_to_close_timeout": to_seconds(schedule_to_close_timeout),
+        "start_to_close_timeout": to_seconds(start_to_close_timeout),
+        "retry_policy": retry_policy.to_wire() if retry_policy else None,
+    }
+    hint = result_type if result_type is not None or isinstance(activity, str) else return_hint(activity)
+    values = list(args) if args else ([] if arg is None else [arg])
+    return await _instance().start_local_activity(_activity_name(activity), values, options, hint)
+
+
+def start_local_activity(activity: Any, arg: Any = None, **options: Any) -> asyncio.Task[Any]:
+    return _instance().loop.create_task(execute_local_activity(activity, arg, **options))
 
 
 # -- time, conditions, determinism ---------------------------------------------------------------

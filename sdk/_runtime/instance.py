@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sdk.workflow import Info
 
 PATCH_MARKER = "core_patch"
+LOCAL_ACTIVITY_MARKER = "LocalActivity"
 COMMAND_EVENTS = {
     "ScheduleActivityTask": "ActivityTaskScheduled",
     "RequestCancelActivityTask": "ActivityTaskCancelRequested",
@@ -152,7 +153,6 @@ class WorkflowInstance:
         self.current_time = info.start_time
         self._seq = 0
         self._unmatched: list[Command] = []
-        self._outgoing: list[Command] = []
         self._activities: dict[int, ActivityState] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._timer_ids: dict[int, str] = {}
@@ -165,12 +165,16 @@ class WorkflowInstance:
         self._main: asyncio.Task[Any] | None = None
         self._closed = False
         self._pending_events: list[dict[str, Any]] = []
+        self._local_futures: dict[int, tuple[str, asyncio.Future[Any], Any]] = {}
+        self._local_requests: list[LocalActivityRequest] = []
+        self._recorded_locals: dict[int, dict[str, Any]] = {}
+        self._replayed_locals: set[int] = set()
 
     # -- the seam the worker calls -------------------------------------------------------------
 
     def activate(self, events: list[dict[str, Any]]) -> Activation:
         """Apply new events, running code at each workflow task they record; see the contract."""
-        self._outgoing = []
+        self._local_requests = []
         history = self._pending_events + list(events)
         self._pending_events = []
         for index, event in enumerate(history):
@@ -186,9 +190,68 @@ class WorkflowInstance:
             elif kind not in NOT_JOBS:
                 self._jobs.append(event)
         self.is_replaying = False
+        return self._activation()
+
+    def resolve_local_activity(self, seq: int, result: LocalActivityResult) -> Activation:
+        """Record a local activity's outcome as a marker, wake its caller, and run code again."""
+        self._local_requests = []
+        activity_type, future, hint = self._local_futures.pop(seq)
+        details = {
+            "seq": self.converter.to_payload(seq),
+            "activity_type": self.converter.to_payload(activity_type),
+            "result": result.result,
+            "attempt": self.converter.to_payload(result.attempt),
+        }
+        attributes = {"marker_name": LOCAL_ACTIVITY_MARKER, "details": details, "failure": result.failure}
+        self._issue("RecordMarker", attributes, f"marker {LOCAL_ACTIVITY_MARKER!r}")
+        self._settle_local(future, activity_type, details, result.failure, hint)
+        self._run_code()
+        return self._activation()
+
+    def _activation(self) -> Activation:
         commands = [c.wire() for c in self._unmatched]
         completed = any(c.command_type in CLOSE_COMMANDS for c in self._unmatched)
-        return Activation(commands=commands, completed=completed)
+        return Activation(commands, list(self._local_requests), completed)
+
+    def start_local_activity(
+        self, activity_type: str, args: list[Any], options: dict[str, Any], hint: Any
+    ) -> asyncio.Future[Any]:
+        """Replays resolve from the recorded marker; live runs ask the worker to run it."""
+        seq = self._next_seq()
+        future: asyncio.Future[Any] = self.loop.create_future()
+        recorded = self._recorded_locals.pop(seq, None)
+        if recorded is not None:
+            self._replayed_locals.add(seq)
+            details = recorded.get("details") or {}
+            self._settle_local(future, activity_type, details, recorded.get("failure"), hint)
+            return future
+        self._local_futures[seq] = (activity_type, future, hint)
+        payloads = self.converter.to_payloads(args)
+        self._local_requests.append(LocalActivityRequest(seq, activity_type, payloads, options))
+        return future
+
+    def _settle_local(
+        self,
+        future: asyncio.Future[Any],
+        activity_type: str,
+        details: dict[str, Any],
+        failure: dict[str, Any] | None,
+        hint: Any,
+    ) -> None:
+        if failure is None:
+            future.set_result(self.converter.from_payload(details.get("result"), hint))
+            return
+        error = ActivityError(
+            "Local activity failed",
+            scheduled_event_id=0,
+            started_event_id=0,
+            identity="",
+            activity_type=activity_type,
+            activity_id="",
+            retry_state=None,
+        )
+        error.__cause__ = failure_to_exception(failure, self.converter)
+        future.set_exception(error)
 
     def query(self, query_type: str, args: list[dict[str, Any]]) -> dict[str, Any]:
         handler = self.definition.queries.get(query_type)
@@ -205,6 +268,8 @@ class WorkflowInstance:
 
     def _match(self, event: dict[str, Any]) -> None:
         expected = EVENT_COMMANDS[event["event_type"]]
+        if self._replayed_local(event):
+            return
         if not self._unmatched:
             if self._is_patch_marker(event):
                 return  # a patch removed from code after deprecation: allowed
@@ -223,6 +288,17 @@ class WorkflowInstance:
         self._unmatched.pop(0)
         if command.on_recorded is not None:
             command.on_recorded(int(event["event_id"]))
+
+    def _replayed_local(self, event: dict[str, Any]) -> bool:
+        """A local-activity marker already consumed on replay (its command is never reissued)."""
+        attrs = event.get("attributes") or {}
+        if event["event_type"] != "MarkerRecorded" or attrs.get("marker_name") != LOCAL_ACTIVITY_MARKER:
+            return False
+        seq = (attrs.get("details") or {}).get("seq", {}).get("data")
+        if seq in self._replayed_locals:
+            self._replayed_locals.discard(seq)
+            return True
+        return False
 
     @staticmethod
     def _is_patch_marker(event: dict[str, Any]) -> bool:
@@ -264,6 +340,7 @@ class WorkflowInstance:
             )
         self.is_replaying = replaying
         self._replay_markers = self._markers_ahead(rest) if replaying else set()
+        self._recorded_locals = self._local_markers_ahead(rest) if replaying else {}
         event_time = started.get("event_time")
         if isinstance(event_time, str):
             self.current_time = datetime.fromisoformat(event_time)
@@ -283,6 +360,19 @@ class WorkflowInstance:
             if WorkflowInstance._is_patch_marker(event) and isinstance(details, dict):
                 markers.add(str((details.get("patch_id") or {}).get("data")))
         return markers
+
+    @staticmethod
+    def _local_markers_ahead(rest: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        found: dict[int, dict[str, Any]] = {}
+        for event in rest:
+            if event["event_type"] == "WorkflowTaskStarted":
+                break
+            attrs = event.get("attributes") or {}
+            if event["event_type"] == "MarkerRecorded" and attrs.get("marker_name") == LOCAL_ACTIVITY_MARKER:
+                seq = ((attrs.get("details") or {}).get("seq") or {}).get("data")
+                if isinstance(seq, int):
+                    found[seq] = attrs
+        return found
 
     @staticmethod
     def _ordered(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
