@@ -229,3 +229,36 @@ def test_workflow_runs_activity_signal_and_query_end_to_end(stack: Stack, tenant
         await client.close()
 
     asyncio.run(scenario())
+
+
+def test_the_examples_run_on_a_worker(stack: Stack, tenant: Tenant, queue: str) -> None:
+    from examples import approval, fan_out, order_fulfilment
+
+    async def scenario() -> None:
+        client = await _client(stack, tenant)
+        worker = Worker(
+            client,
+            task_queue=queue,
+            workflows=[order_fulfilment.OrderFulfilment, approval.Approval, fan_out.FanOut],
+            activities=[
+                order_fulfilment.charge_card,
+                order_fulfilment.refund,
+                order_fulfilment.ship,
+                fan_out.square,
+            ],
+        )
+        async with worker:
+            total = await client.execute_workflow(fan_out.FanOut.run, 5, id=_wid(), task_queue=queue)
+            assert total == 0 + 1 + 4 + 9 + 16
+            order = await client.start_workflow(
+                order_fulfilment.OrderFulfilment.run, "o-1", id=_wid(), task_queue=queue
+            )
+            await order.signal(order_fulfilment.OrderFulfilment.cancel_order)
+            assert await order.result() == "refunded charge-o-1"
+            flow = await client.start_workflow(approval.Approval.run, "expense", id=_wid(), task_queue=queue)
+            await flow.signal(approval.Approval.approve, "grace")
+            assert await flow.result() == "expense approved by grace"
+            assert await flow.query(approval.Approval.status) == "approved by grace"
+        await client.close()
+
+    asyncio.run(scenario())
