@@ -63,6 +63,11 @@ class WorkflowTaskError(Exception):
     """Workflow code raised a non-failure exception (a bug): fail the task so it is retried."""
 
 
+class StaleInstanceError(Exception):
+    """The new events do not continue this instance (its last task's commands were never recorded):
+    discard it and replay the full history in a fresh instance."""
+
+
 class ContinueAsNewRequest(BaseException):
     """Raised by ``workflow.continue_as_new`` to unwind the run method."""
 
@@ -175,6 +180,11 @@ class WorkflowInstance:
     def activate(self, events: list[dict[str, Any]]) -> Activation:
         """Apply new events, running code at each workflow task they record; see the contract."""
         self._local_requests = []
+        if self._unmatched and events and events[0]["event_type"] != "WorkflowTaskCompleted":
+            raise StaleInstanceError(
+                f"event {events[0].get('event_id')} ({events[0]['event_type']}) does not record "
+                "the commands of the previous workflow task"
+            )
         history = self._pending_events + list(events)
         self._pending_events = []
         for index, event in enumerate(history):

@@ -6,8 +6,10 @@ import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 
+import pytest
+
 from sdk import workflow
-from sdk._runtime.instance import LocalActivityResult
+from sdk._runtime.instance import LocalActivityResult, StaleInstanceError
 from tests.sdk_unit._history import HistoryBuilder, command_types, new_instance, payload
 
 
@@ -139,3 +141,43 @@ def test_random_uuid_and_now_repeat_on_replay() -> None:
     second = new_instance(Deterministic).activate(history.events).commands
     assert first == second
     assert first[0]["attributes"]["result"][0]["data"][2] == "2026-01-01 00:00:00+00:00"
+
+
+@workflow.defn
+class Charge:
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.execute_activity("charge", start_to_close_timeout=timedelta(seconds=5))
+
+
+def test_failed_activity_fails_workflow_with_activity_failure_and_cause() -> None:
+    history = HistoryBuilder("Charge")
+    history.task()
+    wtc = history.completed()
+    scheduled = history.activity_scheduled("charge", "1", wtc)
+    history.add(
+        "ActivityTaskFailed",
+        scheduled_event_id=scheduled,
+        started_event_id=scheduled + 1,
+        failure={"message": "declined", "application_failure_info": {"type": "Declined"}},
+        retry_state="RETRY_STATE_NON_RETRYABLE_FAILURE",
+    )
+    history.task()
+    activation = new_instance(Charge).activate(history.events)
+    failure = activation.commands[0]["attributes"]["failure"]
+    assert activation.commands[0]["command_type"] == "FailWorkflowExecution"
+    assert failure["activity_failure_info"]["activity_type"] == "charge"
+    assert failure["cause"]["application_failure_info"]["type"] == "Declined"
+
+
+def test_cached_instance_refuses_events_that_skip_its_commands() -> None:
+    history = HistoryBuilder("Charge")
+    history.task()
+    instance = new_instance(Charge)
+    instance.activate(history.events)
+    first_new = len(history.events)
+    history.add("WorkflowTaskTimedOut", scheduled_event_id=2, started_event_id=3)
+    history.task()
+    with pytest.raises(StaleInstanceError):
+        instance.activate(history.events[first_new:])
+    assert command_types(new_instance(Charge).activate(history.events).commands) == ["ScheduleActivityTask"]
