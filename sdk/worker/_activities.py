@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ import httpx
 from sdk import activity
 from sdk._failure import exception_to_failure
 from sdk._http import NotFoundError
+from sdk.common import RetryPolicy
 from sdk.converter import DataConverter, parameter_hints
 from sdk.exceptions import ApplicationError, CancelledError, RPCError
 
@@ -41,17 +43,18 @@ def _time(value: Any) -> datetime | None:
 
 @dataclass
 class Heartbeater:
-    """Keeps only the latest details and sends them at most once per interval."""
+    """Keeps only the latest details and wakes the sender; safe to call from executor threads."""
 
     interval: float
+    loop: asyncio.AbstractEventLoop
     pending: Sequence[Any] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
-    wake: threading.Event = field(default_factory=threading.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     def record(self, details: Sequence[Any]) -> None:
         with self.lock:
             self.pending = details
-        self.wake.set()
+        self.loop.call_soon_threadsafe(self.wake.set)
 
     def take(self) -> Sequence[Any] | None:
         with self.lock:
@@ -116,7 +119,9 @@ class ActivityRunner:
 
     async def execute(self, task: dict[str, Any]) -> None:
         info = _info(task, self.worker.task_queue, self.worker.client.data_converter)
-        beats = Heartbeater(heartbeat_interval(float(task.get("heartbeat_timeout") or 0)))
+        beats = Heartbeater(
+            heartbeat_interval(float(task.get("heartbeat_timeout") or 0)), asyncio.get_running_loop()
+        )
         context = activity.ActivityContext(info=info, heartbeat_sink=beats.record)
         body = asyncio.create_task(self._invoke(task, context))
         beating = asyncio.create_task(self._heartbeat_loop(task["task_token"], beats, context, body))
@@ -171,7 +176,7 @@ class ActivityRunner:
     ) -> None:
         path = f"/task-queues/{self.worker.task_queue}/activity-tasks/heartbeat"
         while True:
-            await asyncio.to_thread(beats.wake.wait, 1.0)
+            await beats.wake.wait()
             details = beats.take()
             if details is None:
                 continue
@@ -215,11 +220,59 @@ class ActivityRunner:
                 body["last_heartbeat_details"] = converter.to_payloads(list(last))
         await self.worker.report(path, body)
 
+    async def run_local(
+        self, activity_type: str, args: list[dict[str, Any]], options: dict[str, Any], base: activity.Info
+    ) -> tuple[Any, BaseException | None, int]:
+        """Run a local activity with its retry policy, within its deadline: (value, error, attempt)."""
+        policy = RetryPolicy.from_wire(options.get("retry_policy")) or RetryPolicy()
+        per_attempt = options.get("start_to_close_timeout") or options.get("schedule_to_close_timeout")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(options.get("schedule_to_close_timeout") or per_attempt or 60)
+        attempt = 0
+        while True:
+            attempt += 1
+            kind, value = await self._local_attempt(activity_type, args, base, attempt, per_attempt)
+            if kind == "complete":
+                return value, None, attempt
+            delay = _retry_delay(policy, attempt, value)
+            if delay is None or loop.time() + delay >= deadline:
+                return None, value, attempt
+            await asyncio.sleep(delay)
+
+    async def _local_attempt(
+        self, activity_type: str, args: list[dict[str, Any]], base: activity.Info, attempt: int, timeout: Any
+    ) -> tuple[str, Any]:
+        info = dataclasses.replace(base, activity_type=activity_type, attempt=attempt, is_local=True)
+        context = activity.ActivityContext(info=info, heartbeat_sink=lambda details: None)
+        task = {"activity_type": {"name": activity_type}, "input": args}
+        try:
+            return await asyncio.wait_for(self._invoke(task, context), float(timeout) if timeout else None)
+        except TimeoutError:
+            return "fail", ApplicationError(
+                f"local activity {activity_type!r} timed out", type="TimeoutError"
+            )
+
     async def drain(self) -> None:
         if self.in_flight:
             await asyncio.gather(*self.in_flight, return_exceptions=True)
         if self._owns_executor and self.executor is not None:
             self.executor.shutdown(wait=False)
+
+
+def _retry_delay(policy: RetryPolicy, attempt: int, error: BaseException) -> float | None:
+    """Seconds before the next attempt, or None when the policy says stop."""
+    if isinstance(error, ApplicationError) and (
+        error.non_retryable or error.type in (policy.non_retryable_error_types or ())
+    ):
+        return None
+    if policy.maximum_attempts and attempt >= policy.maximum_attempts:
+        return None
+    if isinstance(error, ApplicationError) and error.next_retry_delay is not None:
+        return float(error.next_retry_delay)
+    delay = policy.initial_interval.total_seconds() * policy.backoff_coefficient ** (attempt - 1)
+    if policy.maximum_interval is not None:
+        delay = min(delay, policy.maximum_interval.total_seconds())
+    return delay
 
 
 def _info(task: dict[str, Any], task_queue: str, converter: DataConverter) -> activity.Info:

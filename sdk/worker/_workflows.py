@@ -13,11 +13,12 @@ from urllib.parse import quote
 
 import httpx
 
+from sdk import activity
 from sdk._failure import exception_to_failure
 from sdk._runtime.definition import WorkflowDefinition
-from sdk._runtime.instance import Activation, WorkflowInstance
+from sdk._runtime.instance import Activation, LocalActivityRequest, LocalActivityResult, WorkflowInstance
 from sdk.common import RetryPolicy
-from sdk.exceptions import NondeterminismError, RPCError
+from sdk.exceptions import ApplicationError, NondeterminismError, RPCError
 from sdk.workflow import Info
 
 log = logging.getLogger("sdk.worker.workflow")
@@ -49,6 +50,29 @@ def info_from_started(task: dict[str, Any], started: dict[str, Any], namespace: 
         retry_policy=RetryPolicy.from_wire(attrs.get("retry_policy")),
         memo=dict(attrs.get("memo") or {}),
         search_attributes=dict(attrs.get("search_attributes") or {}),
+    )
+
+
+def local_activity_info(run: Info, activity_type: str) -> activity.Info:
+    """What ``activity.info()`` reports inside a local activity of ``run``."""
+    return activity.Info(
+        activity_id="local",
+        activity_type=activity_type,
+        attempt=1,
+        task_token="",
+        task_queue=run.task_queue,
+        workflow_id=run.workflow_id,
+        workflow_run_id=run.run_id,
+        workflow_type=run.workflow_type,
+        workflow_namespace=run.namespace,
+        heartbeat_details=[],
+        scheduled_time=None,
+        current_attempt_scheduled_time=None,
+        started_time=None,
+        schedule_to_close_timeout=None,
+        start_to_close_timeout=None,
+        heartbeat_timeout=None,
+        is_local=True,
     )
 
 
@@ -147,7 +171,7 @@ class WorkflowRunner:
         run_id = task["workflow_execution"]["run_id"]
         try:
             instance, events = await self._instance_for(task)
-            activation = instance.activate(events)
+            activation = await self._settle_local_activities(instance, instance.activate(events))
         except NondeterminismError as exc:
             await self._fail_task(task, NONDETERMINISM_CAUSE, exc)
             return
@@ -159,6 +183,33 @@ class WorkflowRunner:
             self.cache.pop(run_id, None)
         else:
             self._remember(run_id, instance)
+
+    async def _settle_local_activities(
+        self, instance: WorkflowInstance, activation: Activation
+    ) -> Activation:
+        """Run requested local activities (concurrently per batch) and feed their results back."""
+        while activation.local_activities:
+            batch = activation.local_activities
+            outcomes = await asyncio.gather(*(self._run_local(instance, request) for request in batch))
+            for request, outcome in zip(batch, outcomes, strict=True):
+                activation = instance.resolve_local_activity(request.seq, outcome)
+        return activation
+
+    async def _run_local(
+        self, instance: WorkflowInstance, request: LocalActivityRequest
+    ) -> LocalActivityResult:
+        runner = self.worker.activities
+        converter = self.worker.client.data_converter
+        if runner is None:
+            error = ApplicationError(f"no activities registered for local activity {request.activity_type!r}")
+            return LocalActivityResult(failure=exception_to_failure(error, converter))
+        base = local_activity_info(instance.info, request.activity_type)
+        value, error, attempt = await runner.run_local(
+            request.activity_type, request.args, request.options, base
+        )
+        if error is not None:
+            return LocalActivityResult(failure=exception_to_failure(error, converter), attempt=attempt)
+        return LocalActivityResult(result=converter.to_payload(value), attempt=attempt)
 
     async def _fail_task(self, task: dict[str, Any], cause: str, exc: BaseException) -> None:
         self.cache.pop(task["workflow_execution"]["run_id"], None)

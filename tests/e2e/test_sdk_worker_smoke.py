@@ -16,6 +16,7 @@ import pytest
 
 from sdk import activity, workflow
 from sdk.client import Client
+from sdk.common import RetryPolicy
 from sdk.converter import default_converter
 from sdk.exceptions import ApplicationError, CancelledError, TerminatedError, WorkflowFailureError
 from sdk.worker import Worker
@@ -259,6 +260,41 @@ def test_the_examples_run_on_a_worker(stack: Stack, tenant: Tenant, queue: str) 
             await flow.signal(approval.Approval.approve, "grace")
             assert await flow.result() == "expense approved by grace"
             assert await flow.query(approval.Approval.status) == "approved by grace"
+        await client.close()
+
+    asyncio.run(scenario())
+
+
+@activity.defn
+async def flaky_lookup(key: str) -> str:
+    if activity.info().attempt < 3:
+        raise RuntimeError("lookup service busy")
+    return f"{key}=found on attempt {activity.info().attempt}"
+
+
+@workflow.defn
+class LocalLookup:
+    @workflow.run
+    async def run(self, key: str) -> str:
+        found: str = await workflow.execute_local_activity(
+            flaky_lookup,
+            key,
+            start_to_close_timeout=timedelta(seconds=5),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50)),
+        )
+        return found
+
+
+def test_local_activity_retries_in_the_worker_and_is_recorded_as_a_marker(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
+    async def scenario() -> None:
+        client = await _client(stack, tenant)
+        async with Worker(client, task_queue=queue, workflows=[LocalLookup], activities=[flaky_lookup]):
+            handle = await client.start_workflow(LocalLookup.run, "k", id=_wid(), task_queue=queue)
+            assert await handle.result() == "k=found on attempt 3"
+        events = [e["event_type"] async for e in handle.fetch_history_events()]
+        assert "MarkerRecorded" in events and "ActivityTaskScheduled" not in events
         await client.close()
 
     asyncio.run(scenario())
