@@ -8,6 +8,7 @@ nondeterminism and names both sides.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -193,6 +194,7 @@ class WorkflowInstance:
             if kind in EVENT_COMMANDS:
                 self._match(event)
             elif kind == "WorkflowTaskStarted":
+                self.info = dataclasses.replace(self.info, history_length=self.last_event_id)
                 following = history[index + 1]["event_type"] if index + 1 < len(history) else None
                 if following in ("WorkflowTaskFailed", "WorkflowTaskTimedOut"):
                     continue

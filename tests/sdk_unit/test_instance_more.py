@@ -181,3 +181,58 @@ def test_cached_instance_refuses_events_that_skip_its_commands() -> None:
     with pytest.raises(StaleInstanceError):
         instance.activate(history.events[first_new:])
     assert command_types(new_instance(Charge).activate(history.events).commands) == ["ScheduleActivityTask"]
+
+
+@workflow.defn
+class Waiting:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    @workflow.run
+    async def run(self) -> str:
+        task = workflow.start_activity(
+            "slow",
+            start_to_close_timeout=timedelta(seconds=60),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=3)
+        except TimeoutError:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            workflow.logger.info("activity cancellation confirmed")
+            return f"timed out at {workflow.info().history_length}"
+        return "done"
+
+
+def test_wait_for_timeout_then_wait_cancellation_completed() -> None:
+    history = HistoryBuilder("Waiting")
+    history.task()
+    instance = new_instance(Waiting)
+    assert command_types(instance.activate(history.events).commands) == [
+        "ScheduleActivityTask",
+        "StartTimer",
+    ]
+    first_new = len(history.events)
+    wtc = history.completed()
+    scheduled = history.activity_scheduled("slow", "1", wtc)
+    timer = history.timer("2", 3.0, wtc)
+    history.add("TimerFired", timer_id="2", started_event_id=timer)
+    history.task(advance=3)
+    activation = instance.activate(history.events[first_new:])
+    assert command_types(activation.commands) == ["RequestCancelActivityTask"]
+    first_new = len(history.events)
+    wtc = history.completed()
+    history.add(
+        "ActivityTaskCancelRequested", scheduled_event_id=scheduled, workflow_task_completed_event_id=wtc
+    )
+    history.add("ActivityTaskCanceled", scheduled_event_id=scheduled, started_event_id=0)
+    history.task()
+    activation = instance.activate(history.events[first_new:])
+    last = len(history.events)
+    assert activation.commands == [
+        {
+            "command_type": "CompleteWorkflowExecution",
+            "attributes": {"result": [payload(f"timed out at {last}")]},
+        }
+    ]
