@@ -286,3 +286,44 @@ def test_patch_marker_recorded_when_new_and_old_path_on_old_history() -> None:
     )
     marked.add("WorkflowExecutionCompleted", result=[payload("new")], workflow_task_completed_event_id=wtc)
     assert new_instance(Patched).activate(marked.events).commands == []
+
+
+@workflow.defn(name="Greet")
+class GreetReordered:
+    @workflow.run
+    async def run(self, name: str) -> str:
+        await workflow.sleep(30)
+        await workflow.execute_activity("compose", name, start_to_close_timeout=timedelta(seconds=5))
+        return "reordered"
+
+
+def test_reordered_steps_are_nondeterminism() -> None:
+    history = _greet_history_until_timer()
+    with pytest.raises(NondeterminismError, match=r"StartTimer.*ActivityTaskScheduled"):
+        new_instance(GreetReordered).activate(history.events)
+
+
+@workflow.defn
+class Tagging:
+    @workflow.run
+    async def run(self) -> None:
+        workflow.upsert_search_attributes({"CustomerId": "c-1"})
+        workflow.logger.info("tagged")
+
+
+def test_upsert_search_attributes_command_matches_its_event_on_replay() -> None:
+    history = HistoryBuilder("Tagging")
+    history.task()
+    activation = new_instance(Tagging).activate(history.events)
+    assert activation.commands[0] == {
+        "command_type": "UpsertWorkflowSearchAttributes",
+        "attributes": {"search_attributes": {"CustomerId": "c-1"}},
+    }
+    wtc = history.completed()
+    history.add(
+        "UpsertWorkflowSearchAttributes",
+        search_attributes={"CustomerId": "c-1"},
+        workflow_task_completed_event_id=wtc,
+    )
+    history.add("WorkflowExecutionCompleted", result=None, workflow_task_completed_event_id=wtc)
+    assert new_instance(Tagging).activate(history.events).commands == []
