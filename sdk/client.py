@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
 from sdk.exceptions import (
@@ -442,6 +443,11 @@ class WorkflowHandle:
     async def describe(self) -> WorkflowExecutionDescription:
         data = await self.client.transport.get(self._path()) or {}
         return WorkflowExecutionDescription.from_wire(data)
+
+    async def fetch_history(self) -> WorkflowHistory:
+        """The whole run history, ready for ``Replayer`` or ``to_json``."""
+        events = [event async for event in self.fetch_history_events()]
+        return WorkflowHistory(workflow_id=self.id, events=events, run_id=self.run_id or "")
 
     async def fetch_history_events(self, *, page_size: int = 256) -> AsyncIterator[dict[str, Any]]:
         """Every event of the run, page by page, as the server wrote them."""

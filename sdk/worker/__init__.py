@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sdk._runtime.replayer import Replayer
 from sdk.worker._worker import Worker
 
-__all__ = ["Worker"]
+__all__ = ["Replayer", "Worker"]

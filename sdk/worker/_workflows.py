@@ -7,7 +7,6 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -16,8 +15,14 @@ import httpx
 from sdk import activity
 from sdk._failure import exception_to_failure
 from sdk._runtime.definition import WorkflowDefinition
-from sdk._runtime.instance import Activation, LocalActivityRequest, LocalActivityResult, WorkflowInstance
-from sdk.common import RetryPolicy
+from sdk._runtime.instance import (
+    Activation,
+    LocalActivityRequest,
+    LocalActivityResult,
+    StaleInstanceError,
+    WorkflowInstance,
+)
+from sdk._runtime.replayer import info_from_started_event
 from sdk.exceptions import ApplicationError, NondeterminismError, RPCError
 from sdk.workflow import Info
 
@@ -25,32 +30,6 @@ log = logging.getLogger("sdk.worker.workflow")
 
 NONDETERMINISM_CAUSE = "WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR"
 UNHANDLED_FAILURE_CAUSE = "WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE"
-
-
-def _seconds(value: Any) -> timedelta | None:
-    return timedelta(seconds=float(value)) if value else None
-
-
-def info_from_started(task: dict[str, Any], started: dict[str, Any], namespace: str) -> Info:
-    """Build the run's Info from the poll answer and its WorkflowExecutionStarted event."""
-    attrs = started.get("attributes") or {}
-    return Info(
-        workflow_id=task["workflow_execution"]["workflow_id"],
-        run_id=task["workflow_execution"]["run_id"],
-        workflow_type=task["workflow_type"]["name"],
-        task_queue=(attrs.get("task_queue") or {}).get("name", ""),
-        namespace=namespace,
-        start_time=datetime.fromisoformat(started["event_time"]),
-        attempt=int(attrs.get("attempt") or 1),
-        run_timeout=_seconds(attrs.get("workflow_run_timeout")),
-        execution_timeout=_seconds(attrs.get("workflow_execution_timeout")),
-        task_timeout=_seconds(attrs.get("workflow_task_timeout")),
-        continued_run_id=attrs.get("continued_execution_run_id"),
-        first_execution_run_id=attrs.get("first_execution_run_id"),
-        retry_policy=RetryPolicy.from_wire(attrs.get("retry_policy")),
-        memo=dict(attrs.get("memo") or {}),
-        search_attributes=dict(attrs.get("search_attributes") or {}),
-    )
 
 
 def local_activity_info(run: Info, activity_type: str) -> activity.Info:
@@ -142,7 +121,13 @@ class WorkflowRunner:
         if definition is None:
             known = ", ".join(sorted(self.definitions)) or "none"
             raise LookupError(f"workflow type {task['workflow_type']['name']!r} is not registered ({known})")
-        info = info_from_started(task, events[0], self.worker.client.namespace)
+        execution = task["workflow_execution"]
+        info = info_from_started_event(
+            events[0],
+            workflow_id=execution["workflow_id"],
+            run_id=execution["run_id"],
+            namespace=self.worker.client.namespace,
+        )
         return WorkflowInstance(definition, info, self.worker.client.data_converter), events
 
     async def _full_history(self, task: dict[str, Any], tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -161,6 +146,16 @@ class WorkflowRunner:
         last = events[-1]["event_id"] if events else 0
         return events + [e for e in tail if int(e["event_id"]) > last]
 
+    async def _activate(self, task: dict[str, Any]) -> tuple[WorkflowInstance, Activation]:
+        """Apply the task's events; a cached instance the events do not continue is replaced by replay."""
+        instance, events = await self._instance_for(task)
+        try:
+            return instance, instance.activate(events)
+        except StaleInstanceError:
+            self.cache.pop(task["workflow_execution"]["run_id"], None)
+            instance, events = await self._instance_for(task)
+            return instance, instance.activate(events)
+
     def _remember(self, run_id: str, instance: WorkflowInstance) -> None:
         self.cache[run_id] = instance
         self.cache.move_to_end(run_id)
@@ -170,8 +165,8 @@ class WorkflowRunner:
     async def _run_task(self, task: dict[str, Any]) -> None:
         run_id = task["workflow_execution"]["run_id"]
         try:
-            instance, events = await self._instance_for(task)
-            activation = await self._settle_local_activities(instance, instance.activate(events))
+            instance, activation = await self._activate(task)
+            activation = await self._settle_local_activities(instance, activation)
         except NondeterminismError as exc:
             await self._fail_task(task, NONDETERMINISM_CAUSE, exc)
             return
@@ -270,8 +265,7 @@ class WorkflowRunner:
             run_id = task["workflow_execution"]["run_id"]
             instance = self.cache.get(run_id)
             if instance is None:
-                instance, events = await self._instance_for(task)
-                instance.activate(events)
+                instance, _ = await self._activate(task)
             body["answer"] = instance.query(query["query_type"], list(query.get("query_args") or []))
         except Exception as exc:  # QueryFailed and handler bugs both go back as the answer
             body["error_message"] = str(exc) or type(exc).__name__

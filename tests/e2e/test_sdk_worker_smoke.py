@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from sdk import activity, workflow
+from sdk._runtime.replayer import WorkflowHistory
 from sdk.client import Client
 from sdk.common import RetryPolicy
 from sdk.converter import default_converter
 from sdk.exceptions import ApplicationError, CancelledError, TerminatedError, WorkflowFailureError
-from sdk.worker import Worker
+from sdk.worker import Replayer, Worker
 from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command
 
 payload = default_converter.to_payload
@@ -227,6 +228,9 @@ def test_workflow_runs_activity_signal_and_query_end_to_end(stack: Stack, tenant
             assert await handle.result() == "hello ada (attempt 1); approved by grace"
         events = [e["event_type"] async for e in handle.fetch_history_events()]
         assert "ActivityTaskCompleted" in events and events[-1] == "WorkflowExecutionCompleted"
+        history = await handle.fetch_history()
+        restored = WorkflowHistory.from_json(history.to_json())
+        assert Replayer(workflows=[Approval]).replay_workflow(restored).replay_failure is None
         await client.close()
 
     asyncio.run(scenario())
