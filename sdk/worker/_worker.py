@@ -58,9 +58,7 @@ class Worker:
         self._done = asyncio.Event()
 
     async def run(self) -> None:
-        """Poll until :meth:`shutdown`; then finish what is in flight and return."""
-        self._stopping.clear()
-        self._done.clear()
+        """Poll until :meth:`shutdown`; then finish what is in flight and return (a worker runs once)."""
         if self.activities is not None:
             self._pollers.append(asyncio.create_task(self.activities.poll_loop(self._stopping)))
         self._pollers.extend(self._workflow_pollers())

@@ -15,11 +15,18 @@ from typing import Any
 import pytest
 
 from sdk import activity, workflow
+from sdk._http import NotFoundError
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.client import Client
-from sdk.common import RetryPolicy
+from sdk.common import RetryPolicy, WorkflowIDConflictPolicy
 from sdk.converter import default_converter
-from sdk.exceptions import ApplicationError, CancelledError, TerminatedError, WorkflowFailureError
+from sdk.exceptions import (
+    ApplicationError,
+    CancelledError,
+    TerminatedError,
+    WorkflowAlreadyStartedError,
+    WorkflowFailureError,
+)
 from sdk.worker import Replayer, Worker
 from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command
 
@@ -299,6 +306,49 @@ def test_local_activity_retries_in_the_worker_and_is_recorded_as_a_marker(
             assert await handle.result() == "k=found on attempt 3"
         events = [e["event_type"] async for e in handle.fetch_history_events()]
         assert "MarkerRecorded" in events and "ActivityTaskScheduled" not in events
+        await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_server_refusals_map_to_sdk_errors(stack: Stack, tenant: Tenant, queue: str) -> None:
+    async def scenario() -> None:
+        client = await _client(stack, tenant)
+        with pytest.raises(NotFoundError):
+            await client.get_workflow_handle("no-such-workflow").describe()
+        wid = _wid()
+        await client.start_workflow("Order", id=wid, task_queue=queue)
+        with pytest.raises(WorkflowAlreadyStartedError) as caught:
+            await client.start_workflow(
+                "Order", id=wid, task_queue=queue, id_conflict_policy=WorkflowIDConflictPolicy.FAIL
+            )
+        assert caught.value.workflow_id == wid
+        await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_new_worker_replays_a_run_another_worker_left_waiting(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
+    async def scenario() -> None:
+        client = await _client(stack, tenant)
+        short_sticky = timedelta(seconds=1)
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=[Approval],
+            activities=[greet],
+            sticky_queue_schedule_to_start_timeout=short_sticky,
+        ):
+            handle = await client.start_workflow(Approval.run, "lin", id=_wid(), task_queue=queue)
+            for _ in range(100):
+                if await handle.query(Approval.status) == "waiting":
+                    break
+                await asyncio.sleep(0.1)
+        await handle.signal(Approval.approve, "max")
+        async with Worker(client, task_queue=queue, workflows=[Approval], activities=[greet]):
+            assert await handle.result() == "hello lin (attempt 1); approved by max"
         await client.close()
 
     asyncio.run(scenario())
