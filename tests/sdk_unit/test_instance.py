@@ -327,3 +327,53 @@ def test_upsert_search_attributes_command_matches_its_event_on_replay() -> None:
     )
     history.add("WorkflowExecutionCompleted", result=None, workflow_task_completed_event_id=wtc)
     assert new_instance(Tagging).activate(history.events).commands == []
+
+
+@workflow.defn(name="Patched")
+class PatchDeprecated:
+    @workflow.run
+    async def run(self) -> str:
+        workflow.deprecate_patch("v2")
+        return "new"
+
+
+def _patched_history(*, with_marker: bool) -> HistoryBuilder:
+    history = HistoryBuilder("Patched")
+    history.task()
+    wtc = history.completed()
+    if with_marker:
+        details = {"patch_id": payload("v2"), "deprecated": payload(False)}
+        history.add("MarkerRecorded", marker_name="core_patch", details=details)
+    history.add("WorkflowExecutionCompleted", result=[payload("new")], workflow_task_completed_event_id=wtc)
+    return history
+
+
+def test_deprecated_patch_replays_histories_with_and_without_marker() -> None:
+    for with_marker in (True, False):
+        history = _patched_history(with_marker=with_marker)
+        assert new_instance(PatchDeprecated).activate(history.events).commands == []
+
+
+@workflow.defn
+class AsyncSignals:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @workflow.run
+    async def run(self) -> list[str]:
+        await workflow.wait_condition(lambda: len(self.seen) == 2)
+        return self.seen
+
+    @workflow.signal
+    async def note(self, text: str) -> None:
+        await asyncio.sleep(0)
+        self.seen.append(text)
+
+
+def test_signals_in_the_first_task_reach_async_handlers_in_history_order() -> None:
+    history = HistoryBuilder("AsyncSignals")
+    history.add("WorkflowExecutionSignaled", signal_name="note", input=[payload("first")])
+    history.add("WorkflowExecutionSignaled", signal_name="note", input=[payload("second")])
+    history.task()
+    activation = new_instance(AsyncSignals).activate(history.events)
+    assert activation.commands[0]["attributes"]["result"] == [payload(["first", "second"])]
