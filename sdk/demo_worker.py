@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 
 from examples import approval, fan_out, order_fulfilment
 from examples._connect import TASK_QUEUE, connect
@@ -29,6 +30,9 @@ async def main() -> None:
             fan_out.square,
         ],
     )
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # finish in-flight tasks before exiting
+        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(worker.shutdown()))
     await worker.run()
 
 

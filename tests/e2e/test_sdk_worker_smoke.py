@@ -7,6 +7,8 @@ client and the activity side of the SDK worker on their own.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import uuid
 from datetime import timedelta
@@ -28,7 +30,7 @@ from sdk.exceptions import (
     WorkflowFailureError,
 )
 from sdk.worker import Replayer, Worker
-from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command
+from tests.conftest import ROOT, Api, ScriptedWorker, Stack, Tenant, command
 
 payload = default_converter.to_payload
 
@@ -352,3 +354,25 @@ def test_a_new_worker_replays_a_run_another_worker_left_waiting(
         await client.close()
 
     asyncio.run(scenario())
+
+
+def test_demo_worker_process_hosts_the_examples(stack: Stack, tenant: Tenant) -> None:
+    env = {
+        **stack.env,
+        "CHRONICLE_URL": stack.url,
+        "CHRONICLE_NAMESPACE": tenant.namespace,
+        "CHRONICLE_API_KEY": tenant.keys["all"],
+    }
+    demo = subprocess.Popen([sys.executable, "-m", "sdk.demo_worker"], cwd=ROOT, env=env)
+    try:
+
+        async def scenario() -> int:
+            client = await _client(stack, tenant)
+            total: int = await client.execute_workflow("FanOut", 4, id=_wid(), task_queue="demo")
+            await client.close()
+            return total
+
+        assert asyncio.run(scenario()) == 0 + 1 + 4 + 9
+    finally:
+        demo.terminate()
+    assert demo.wait(20) == 0  # SIGTERM shuts the worker down gracefully
