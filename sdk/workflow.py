@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from sdk._runtime.definition import (
     DEFINITION_ATTR,
@@ -81,6 +81,14 @@ def _instance() -> WorkflowInstance:
 # -- decorators ---------------------------------------------------------------------------------
 
 
+@overload
+def defn(cls: type[T]) -> type[T]: ...
+
+
+@overload
+def defn(*, name: str | None = None) -> Callable[[type[T]], type[T]]: ...
+
+
 def defn(cls: type[T] | None = None, *, name: str | None = None) -> Any:
     """Mark a class as a workflow; ``name`` defaults to the class name."""
 
@@ -110,8 +118,24 @@ def _named(attr: str, fn: F | None, name: str | None) -> Any:
     return decorate(fn) if fn is not None else decorate
 
 
+@overload
+def signal(fn: F) -> F: ...
+
+
+@overload
+def signal(*, name: str | None = None) -> Callable[[F], F]: ...
+
+
 def signal(fn: F | None = None, *, name: str | None = None) -> Any:
     return _named(SIGNAL_ATTR, fn, name)
+
+
+@overload
+def query(fn: F) -> F: ...
+
+
+@overload
+def query(*, name: str | None = None) -> Callable[[F], F]: ...
 
 
 def query(fn: F | None = None, *, name: str | None = None) -> Any:
