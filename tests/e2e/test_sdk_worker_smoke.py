@@ -176,13 +176,28 @@ def wait_for_cancel() -> str:
     raise CancelledError("stopped on request")
 
 
-def test_cancel_reaches_a_heartbeating_sync_activity(
-    stack: Stack, tenant: Tenant, api: Api, worker: ScriptedWorker
+@activity.defn
+async def wait_for_cancel_async() -> str:
+    try:
+        while True:
+            activity.heartbeat("working")
+            await asyncio.sleep(0.1)
+    except asyncio.CancelledError:
+        assert activity.is_cancelled()
+        cancel_seen.set()
+        raise
+
+
+@pytest.mark.parametrize("sleeper", [wait_for_cancel, wait_for_cancel_async], ids=["sync", "async"])
+def test_cancel_reaches_a_heartbeating_activity(
+    stack: Stack, tenant: Tenant, api: Api, worker: ScriptedWorker, sleeper: Any
 ) -> None:
+    cancel_seen.clear()
+
     def script() -> dict[str, Any]:
         wid = _wid()
         api.start(wid, worker.queue)
-        _schedule(worker, "wait_for_cancel", heartbeat_timeout=2)
+        _schedule(worker, sleeper.__name__, heartbeat_timeout=2)
         api.post(f"/workflows/{wid}/signal", {"signal_name": "stop"})
         task = worker.poll_workflow_task(timeout=20)
         scheduled = next(
@@ -194,7 +209,7 @@ def test_cancel_reaches_a_heartbeating_sync_activity(
         assert r.status_code == 200, r.text
         return _activity_outcome(worker)
 
-    event = _run_with_worker(stack, tenant, worker.queue, script, [wait_for_cancel])
+    event = _run_with_worker(stack, tenant, worker.queue, script, [sleeper])
     assert cancel_seen.is_set()
     assert event["event_type"] == "ActivityTaskCanceled"
 
