@@ -1,0 +1,1 @@
+"""The deterministic workflow runtime: event loop, instance, replay matching."""

@@ -1,0 +1,467 @@
+"""The client: start, signal, query, cancel, terminate, describe and await workflows."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+from sdk._failure import failure_to_exception
+from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._runtime.replayer import WorkflowHistory
+from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from sdk.converter import DataConverter, default_converter, return_hint
+from sdk.exceptions import (
+    CancelledError,
+    TerminatedError,
+    TimeoutError,
+    WorkflowAlreadyStartedError,
+    WorkflowFailureError,
+)
+
+CLOSE_EVENTS = {
+    "WorkflowExecutionCompleted",
+    "WorkflowExecutionFailed",
+    "WorkflowExecutionTimedOut",
+    "WorkflowExecutionCanceled",
+    "WorkflowExecutionTerminated",
+    "WorkflowExecutionContinuedAsNew",
+}
+HISTORY_WAIT_SECONDS = 30.0
+
+
+def default_identity() -> str:
+    return f"{os.getpid()}@{socket.gethostname()}"
+
+
+def workflow_name(workflow: str | Callable[..., Any]) -> str:
+    """A run method's workflow name (what ``@workflow.defn`` recorded) or a string as is."""
+    if isinstance(workflow, str):
+        return workflow
+    owner = getattr(workflow, "__chronicle_workflow_name__", None)
+    if isinstance(owner, str):
+        return owner
+    qualname = getattr(workflow, "__qualname__", "")
+    cls_name = qualname.split(".")[0] if "." in qualname else qualname
+    module = sys.modules.get(workflow.__module__)
+    cls = getattr(module, cls_name, None)
+    name = getattr(cls, "__chronicle_workflow_name__", None) or getattr(
+        getattr(cls, "__chronicle_workflow_definition__", None), "name", None
+    )
+    return str(name or cls_name)
+
+
+@dataclass(frozen=True)
+class WorkflowExecutionDescription:
+    """What ``describe()`` returns: the execution's status, identity, times and metadata."""
+
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    task_queue: str
+    status: WorkflowExecutionStatus
+    start_time: datetime | None
+    execution_time: datetime | None
+    close_time: datetime | None
+    history_length: int
+    memo: dict[str, Any]
+    search_attributes: dict[str, Any]
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> WorkflowExecutionDescription:
+        return cls(
+            workflow_id=data["workflow_id"],
+            run_id=data["run_id"],
+            workflow_type=data["workflow_type"],
+            task_queue=data.get("task_queue", ""),
+            status=status_from_wire(data["status"]),
+            start_time=_time(data.get("start_time")),
+            execution_time=_time(data.get("execution_time")),
+            close_time=_time(data.get("close_time")),
+            history_length=int(data.get("history_length") or 0),
+            memo=dict(data.get("memo") or {}),
+            search_attributes=dict(data.get("search_attributes") or {}),
+            raw=data,
+        )
+
+
+def status_from_wire(value: str) -> WorkflowExecutionStatus:
+    """The server spells statuses ``ContinuedAsNew``; the enum ``CONTINUED_AS_NEW``."""
+    return WorkflowExecutionStatus(re.sub(r"(?<!^)(?=[A-Z])", "_", value).upper())
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+class Client:
+    """A connection to one namespace of a Chronicle server."""
+
+    def __init__(self, transport: HttpTransport, *, data_converter: DataConverter, identity: str) -> None:
+        self.transport = transport
+        self.data_converter = data_converter
+        self.identity = identity
+        self.namespace = transport.namespace
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        namespace: str = "default",
+        api_key: str | None = None,
+        data_converter: DataConverter | None = None,
+        identity: str | None = None,
+    ) -> Client:
+        transport = HttpTransport(url, namespace, api_key)
+        return cls(
+            transport,
+            data_converter=data_converter or default_converter,
+            identity=identity or default_identity(),
+        )
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+    def _start_body(
+        self,
+        workflow: str | Callable[..., Any],
+        arg: Any,
+        args: Sequence[Any],
+        *,
+        id: str,
+        task_queue: str,
+        id_reuse_policy: WorkflowIDReusePolicy,
+        id_conflict_policy: WorkflowIDConflictPolicy,
+        execution_timeout: timedelta | None,
+        run_timeout: timedelta | None,
+        task_timeout: timedelta | None,
+        memo: dict[str, Any] | None,
+        search_attributes: dict[str, Any] | None,
+        request_id: str | None,
+        retry_policy: RetryPolicy | None,
+        start_delay: timedelta | None,
+    ) -> dict[str, Any]:
+        values = list(args) if args else ([] if arg is _NO_ARG else [arg])
+        body: dict[str, Any] = {
+            "workflow_id": id,
+            "workflow_type": workflow_name(workflow),
+            "task_queue": task_queue,
+            "input": self.data_converter.to_payloads(values),
+            "request_id": request_id or str(uuid.uuid4()),
+            "id_reuse_policy": id_reuse_policy.value,
+            "id_conflict_policy": id_conflict_policy.value,
+            "memo": {k: self.data_converter.to_payload(v) for k, v in (memo or {}).items()},
+            "search_attributes": dict(search_attributes or {}),
+            "identity": self.identity,
+        }
+        for key, value in (
+            ("execution_timeout", execution_timeout),
+            ("run_timeout", run_timeout),
+            ("task_timeout", task_timeout),
+            ("start_delay", start_delay),
+        ):
+            if value is not None:
+                body[key] = value.total_seconds()
+        if retry_policy is not None:
+            body["retry_policy"] = retry_policy.to_wire()
+        return body
+
+    async def start_workflow(
+        self,
+        workflow: str | Callable[..., Any],
+        arg: Any = None,
+        *,
+        args: Sequence[Any] = (),
+        id: str,
+        task_queue: str,
+        result_type: Any = None,
+        id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        id_conflict_policy: WorkflowIDConflictPolicy = WorkflowIDConflictPolicy.UNSPECIFIED,
+        execution_timeout: timedelta | None = None,
+        run_timeout: timedelta | None = None,
+        task_timeout: timedelta | None = None,
+        memo: dict[str, Any] | None = None,
+        search_attributes: dict[str, Any] | None = None,
+        request_id: str | None = None,
+        retry_policy: RetryPolicy | None = None,
+        start_delay: timedelta | None = None,
+        start_signal: str | None = None,
+        start_signal_args: Sequence[Any] = (),
+    ) -> WorkflowHandle:
+        """Start a workflow, or signal-with-start it given ``start_signal``."""
+        body = self._start_body(
+            workflow,
+            arg if arg is not None else _NO_ARG,
+            args,
+            id=id,
+            task_queue=task_queue,
+            id_reuse_policy=id_reuse_policy,
+            id_conflict_policy=id_conflict_policy,
+            execution_timeout=execution_timeout,
+            run_timeout=run_timeout,
+            task_timeout=task_timeout,
+            memo=memo,
+            search_attributes=search_attributes,
+            request_id=request_id,
+            retry_policy=retry_policy,
+            start_delay=start_delay,
+        )
+        path = "/workflows"
+        if start_signal is not None:
+            path = "/signal-with-start"
+            body["signal_name"] = start_signal
+            body["signal_input"] = self.data_converter.to_payloads(list(start_signal_args))
+        try:
+            answer = await self.transport.post(path, body) or {}
+        except AlreadyStartedRPCError as exc:
+            details = exc.details if isinstance(exc.details, dict) else {}
+            raise WorkflowAlreadyStartedError(
+                id, body["workflow_type"], run_id=details.get("run_id")
+            ) from exc
+        if result_type is None and not isinstance(workflow, str):
+            result_type = return_hint(workflow)
+        return WorkflowHandle(
+            self, id, run_id=answer.get("run_id"), result_run_id=answer.get("run_id"), result_type=result_type
+        )
+
+    async def execute_workflow(
+        self, workflow: str | Callable[..., Any], arg: Any = None, **options: Any
+    ) -> Any:
+        """Start a workflow and wait for its result."""
+        handle = await self.start_workflow(workflow, arg, **options)
+        return await handle.result()
+
+    async def signal_with_start(
+        self, workflow: str | Callable[..., Any], arg: Any = None, *, start_signal: str, **options: Any
+    ) -> WorkflowHandle:
+        return await self.start_workflow(workflow, arg, start_signal=start_signal, **options)
+
+    def get_workflow_handle(
+        self, workflow_id: str, *, run_id: str | None = None, result_type: Any = None
+    ) -> WorkflowHandle:
+        return WorkflowHandle(self, workflow_id, run_id=run_id, result_run_id=run_id, result_type=result_type)
+
+    async def list_workflows(
+        self,
+        query: str = "",
+        *,
+        workflow_type: str = "",
+        workflow_id: str = "",
+        status: str = "",
+        page_size: int = 100,
+    ) -> AsyncIterator[WorkflowExecutionDescription]:
+        """Executions newest first; ``query`` accepts ``Field = 'value' AND ...`` on the server's filters."""
+        filters = {"workflow_type": workflow_type, "workflow_id": workflow_id, "status": status}
+        filters.update(parse_list_query(query))
+        cursor = ""
+        while True:
+            page = (
+                await self.transport.get(
+                    "/workflows",
+                    params={
+                        **{k: v for k, v in filters.items() if v},
+                        "page_size": page_size,
+                        "cursor": cursor or None,
+                    },
+                )
+                or {}
+            )
+            for row in page.get("executions", []):
+                yield WorkflowExecutionDescription.from_wire(row)
+            cursor = page.get("next_cursor") or ""
+            if not cursor:
+                return
+
+
+_NO_ARG: Any = object()
+_QUERY_FIELDS = {
+    "workflowtype": "workflow_type",
+    "workflowid": "workflow_id",
+    "executionstatus": "status",
+    "starttime>": "started_after",
+    "starttime<": "started_before",
+    "closetime>": "closed_after",
+    "closetime<": "closed_before",
+}
+
+
+def parse_list_query(query: str) -> dict[str, str]:
+    """Map a Temporal-style visibility query (``WorkflowType = 'X' AND ExecutionStatus = 'Running'``)."""
+    result: dict[str, str] = {}
+    if not query.strip():
+        return result
+    for clause in query.split(" AND "):
+        for op in ("=", ">", "<"):
+            if op in clause:
+                field, value = clause.split(op, 1)
+                key = field.strip().lower() + ("" if op == "=" else op)
+                if key not in _QUERY_FIELDS:
+                    raise ValueError(f"unsupported list filter {field.strip()!r}")
+                text = value.strip().strip("'\"")
+                result[_QUERY_FIELDS[key]] = text
+                break
+        else:
+            raise ValueError(f"cannot read list filter {clause!r}")
+    return result
+
+
+class WorkflowHandle:
+    """A handle on one workflow id (and optionally one run)."""
+
+    def __init__(
+        self,
+        client: Client,
+        workflow_id: str,
+        *,
+        run_id: str | None,
+        result_run_id: str | None,
+        result_type: Any = None,
+    ) -> None:
+        self.client = client
+        self.id = workflow_id
+        self.run_id = run_id
+        self.result_run_id = result_run_id
+        self.result_type = result_type
+
+    def _path(self, suffix: str = "", run_id: str | None = None) -> str:
+        path = f"/workflows/{quote(self.id, safe='')}"
+        run = run_id if run_id is not None else self.run_id
+        if run:
+            path += f"/runs/{run}"
+        return path + suffix
+
+    async def result(self, *, follow_runs: bool = True) -> Any:
+        """Wait for the run to close and return its result; follows continue-as-new and retries."""
+        run_id = self.result_run_id
+        after = 0
+        while True:
+            page = (
+                await self.client.transport.get(
+                    self._path("/history", run_id),
+                    params={"after_event_id": after, "wait_new_event": True, "timeout": HISTORY_WAIT_SECONDS},
+                    timeout=HISTORY_WAIT_SECONDS + 30,
+                )
+                or {}
+            )
+            run_id = run_id or page.get("run_id")
+            events = page.get("events") or []
+            for event in events:
+                after = max(after, int(event["event_id"]))
+                if event["event_type"] not in CLOSE_EVENTS:
+                    continue
+                if follow_runs and page.get("new_run_id"):
+                    run_id, after = page["new_run_id"], 0
+                    break
+                return self._close_outcome(event)
+
+    def _close_outcome(self, event: dict[str, Any]) -> Any:
+        kind, attrs = event["event_type"], event.get("attributes") or {}
+        converter = self.client.data_converter
+        if kind == "WorkflowExecutionCompleted":
+            return converter.from_result(attrs.get("result"), self.result_type)
+        cause: BaseException
+        if kind == "WorkflowExecutionFailed":
+            cause = failure_to_exception(attrs.get("failure"), converter)
+        elif kind == "WorkflowExecutionCanceled":
+            cause = CancelledError("Workflow cancelled", *converter.from_payloads(attrs.get("details")))
+        elif kind == "WorkflowExecutionTerminated":
+            cause = TerminatedError(str(attrs.get("reason") or "Workflow terminated"))
+        elif kind == "WorkflowExecutionTimedOut":
+            cause = TimeoutError("Workflow timed out", type=None)
+        else:
+            cause = TerminatedError("Workflow continued as new")
+        raise WorkflowFailureError(cause=cause)
+
+    async def signal(
+        self, signal: str | Callable[..., Any], arg: Any = _NO_ARG, *, args: Sequence[Any] = ()
+    ) -> None:
+        name = (
+            signal
+            if isinstance(signal, str)
+            else getattr(signal, "__chronicle_workflow_signal__", signal.__name__)
+        )
+        values = list(args) if args else ([] if arg is _NO_ARG else [arg])
+        await self.client.transport.post(
+            self._path("/signal"),
+            {
+                "signal_name": name,
+                "input": self.client.data_converter.to_payloads(values),
+                "request_id": str(uuid.uuid4()),
+                "identity": self.client.identity,
+            },
+        )
+
+    async def query(
+        self,
+        query: str | Callable[..., Any],
+        arg: Any = _NO_ARG,
+        *,
+        args: Sequence[Any] = (),
+        result_type: Any = None,
+    ) -> Any:
+        name = (
+            query
+            if isinstance(query, str)
+            else getattr(query, "__chronicle_workflow_query__", query.__name__)
+        )
+        if result_type is None and not isinstance(query, str):
+            result_type = return_hint(query)
+        values = list(args) if args else ([] if arg is _NO_ARG else [arg])
+        answer = (
+            await self.client.transport.post(
+                self._path("/query"),
+                {"query_type": name, "query_args": self.client.data_converter.to_payloads(values)},
+                timeout=60,
+            )
+            or {}
+        )
+        result = answer.get("answer")
+        if isinstance(result, list):
+            return self.client.data_converter.from_result(result, result_type)
+        return self.client.data_converter.from_payload(result, result_type)
+
+    async def cancel(self, reason: str = "") -> None:
+        await self.client.transport.post(
+            self._path("/cancel"), {"reason": reason, "identity": self.client.identity}
+        )
+
+    async def terminate(self, reason: str = "", *details: Any) -> None:
+        body: dict[str, Any] = {"reason": reason, "identity": self.client.identity}
+        if details:
+            body["details"] = self.client.data_converter.to_payloads(list(details))
+        await self.client.transport.post(self._path("/terminate"), body)
+
+    async def describe(self) -> WorkflowExecutionDescription:
+        data = await self.client.transport.get(self._path()) or {}
+        return WorkflowExecutionDescription.from_wire(data)
+
+    async def fetch_history(self) -> WorkflowHistory:
+        """The whole run history, ready for ``Replayer`` or ``to_json``."""
+        events = [event async for event in self.fetch_history_events()]
+        return WorkflowHistory(workflow_id=self.id, events=events, run_id=self.run_id or "")
+
+    async def fetch_history_events(self, *, page_size: int = 256) -> AsyncIterator[dict[str, Any]]:
+        """Every event of the run, page by page, as the server wrote them."""
+        after = 0
+        while True:
+            page = (
+                await self.client.transport.get(
+                    self._path("/history"), params={"after_event_id": after, "page_size": page_size}
+                )
+                or {}
+            )
+            for event in page.get("events") or []:
+                yield event
+            cursor = page.get("next_after_event_id")
+            if not cursor:
+                return
+            after = int(cursor)

@@ -1,0 +1,134 @@
+"""The Worker: polls a task queue and runs the workflows and activities registered on it."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from sdk._http import NotFoundError
+from sdk.client import Client
+from sdk.exceptions import RPCError
+from sdk.worker._activities import REPORT_BACKOFF_MAX, ActivityRunner
+from sdk.worker._workflows import WorkflowRunner
+
+log = logging.getLogger("sdk.worker")
+
+POLL_TIMEOUT_SECONDS = 30.0
+
+
+class Worker:
+    """Runs registered workflows and activities for one task queue until shut down."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str,
+        workflows: Sequence[type] = (),
+        activities: Sequence[Callable[..., Any]] = (),
+        activity_executor: concurrent.futures.Executor | None = None,
+        max_concurrent_activities: int = 100,
+        max_concurrent_workflow_tasks: int = 100,
+        max_cached_workflows: int = 1000,
+        identity: str | None = None,
+        sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
+    ) -> None:
+        if not workflows and not activities:
+            raise ValueError("a worker needs at least one workflow or activity")
+        self.client = client
+        self.task_queue = task_queue
+        self.identity = identity or client.identity
+        self.max_concurrent_activities = max_concurrent_activities
+        self.max_concurrent_workflow_tasks = max_concurrent_workflow_tasks
+        self.max_cached_workflows = max_cached_workflows
+        self.sticky_schedule_to_start_timeout = sticky_queue_schedule_to_start_timeout
+        self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
+        self.workflow_runner = WorkflowRunner(self, workflows) if workflows else None
+        self._stopping = asyncio.Event()
+        self._pollers: list[asyncio.Task[None]] = []
+        self._done = asyncio.Event()
+
+    async def run(self) -> None:
+        """Poll until :meth:`shutdown`; then finish what is in flight and return (a worker runs once)."""
+        if self.activities is not None:
+            self._pollers.append(asyncio.create_task(self.activities.poll_loop(self._stopping)))
+        self._pollers.extend(self._workflow_pollers())
+        log.info("worker %s polling task queue %r", self.identity, self.task_queue)
+        try:
+            await self._stopping.wait()
+        finally:
+            for poller in self._pollers:
+                poller.cancel()
+            await asyncio.gather(*self._pollers, return_exceptions=True)
+            self._pollers.clear()
+            if self.workflow_runner is not None:
+                await self.workflow_runner.drain()
+            if self.activities is not None:
+                await self.activities.drain()
+            self._done.set()
+
+    def _workflow_pollers(self) -> list[asyncio.Task[None]]:
+        return self.workflow_runner.pollers(self._stopping) if self.workflow_runner else []
+
+    async def shutdown(self) -> None:
+        """Stop polling, wait for in-flight tasks to finish and report."""
+        self._stopping.set()
+        if self._pollers:
+            await self._done.wait()
+
+    async def __aenter__(self) -> Worker:
+        self._runner = asyncio.create_task(self.run())
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+        await self._runner
+
+    async def poll(self, path: str, stopping: asyncio.Event) -> dict[str, Any] | None:
+        """One long poll; None when it timed out empty or the worker is stopping."""
+        if stopping.is_set():
+            return None
+        return await self.client.transport.post(
+            path,
+            {"identity": self.identity, "timeout": POLL_TIMEOUT_SECONDS},
+            idempotent=False,
+            timeout=POLL_TIMEOUT_SECONDS + 30,
+        )
+
+    async def backoff(self, what: str, exc: BaseException, failures: int, stopping: asyncio.Event) -> None:
+        delay = min(REPORT_BACKOFF_MAX, 0.5 * 2 ** min(failures, 6)) * (0.5 + random.random() / 2)
+        log.warning("%s failed (%s: %s); retrying in %.1fs", what, type(exc).__name__, exc, delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), delay)
+
+    async def report(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Deliver a task's outcome, retrying until the server takes it or refuses the token."""
+        body = {key: value for key, value in body.items() if value is not None}  # the API refuses nulls
+        failures = 0
+        while True:
+            try:
+                return await self.client.transport.post(path, body, retry=False)
+            except NotFoundError as exc:
+                log.warning("server refused the task token (%s); dropping the outcome", exc.message)
+                return None
+            except RPCError as exc:
+                if exc.status < 500 and exc.status != 429:
+                    log.error("server rejected the report to %s: %s %s", path, exc.message, exc.details)
+                    return None
+                failures += 1
+                await self.backoff(f"report to {path}", exc, failures, asyncio.Event())
+            except httpx.TransportError as exc:
+                failures += 1
+                await self.backoff(f"report to {path}", exc, failures, asyncio.Event())

@@ -1,0 +1,278 @@
+"""Workflow tasks: poll normal and sticky queues, drive cached instances, report commands."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from sdk import activity
+from sdk._failure import exception_to_failure
+from sdk._runtime.definition import WorkflowDefinition
+from sdk._runtime.instance import (
+    Activation,
+    LocalActivityRequest,
+    LocalActivityResult,
+    StaleInstanceError,
+    WorkflowInstance,
+)
+from sdk._runtime.replayer import info_from_started_event
+from sdk.exceptions import ApplicationError, NondeterminismError, RPCError
+from sdk.workflow import Info
+
+log = logging.getLogger("sdk.worker.workflow")
+
+NONDETERMINISM_CAUSE = "WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR"
+UNHANDLED_FAILURE_CAUSE = "WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE"
+
+
+def local_activity_info(run: Info, activity_type: str) -> activity.Info:
+    """What ``activity.info()`` reports inside a local activity of ``run``."""
+    return activity.Info(
+        activity_id="local",
+        activity_type=activity_type,
+        attempt=1,
+        task_token="",
+        task_queue=run.task_queue,
+        workflow_id=run.workflow_id,
+        workflow_run_id=run.run_id,
+        workflow_type=run.workflow_type,
+        workflow_namespace=run.namespace,
+        heartbeat_details=[],
+        scheduled_time=None,
+        current_attempt_scheduled_time=None,
+        started_time=None,
+        schedule_to_close_timeout=None,
+        start_to_close_timeout=None,
+        heartbeat_timeout=None,
+        is_local=True,
+    )
+
+
+class WorkflowRunner:
+    """Runs workflow and query tasks with a sticky LRU cache of instances keyed by run id."""
+
+    def __init__(self, worker: Any, workflows: Sequence[type]) -> None:
+        self.worker = worker
+        self.definitions: dict[str, WorkflowDefinition] = {}
+        for cls in workflows:
+            definition = WorkflowDefinition.from_class(cls)
+            self.definitions[definition.name] = definition
+        self.cache: OrderedDict[str, WorkflowInstance] = OrderedDict()
+        self.sticky_queue = f"{worker.task_queue}-sticky-{uuid.uuid4().hex[:12]}"
+        self.slots = asyncio.Semaphore(worker.max_concurrent_workflow_tasks)
+        self.in_flight: set[asyncio.Task[None]] = set()
+
+    def pollers(self, stopping: asyncio.Event) -> list[asyncio.Task[None]]:
+        return [
+            asyncio.create_task(self._poll_loop(self.worker.task_queue, stopping)),
+            asyncio.create_task(self._poll_loop(self.sticky_queue, stopping)),
+        ]
+
+    async def _poll_loop(self, queue: str, stopping: asyncio.Event) -> None:
+        path = f"/task-queues/{quote(queue, safe='')}/workflow-tasks/poll"
+        failures = 0
+        while not stopping.is_set():
+            await self.slots.acquire()
+            try:
+                task = await self.worker.poll(path, stopping)
+                failures = 0
+            except (RPCError, httpx.TransportError) as exc:
+                self.slots.release()
+                failures += 1
+                await self.worker.backoff(f"workflow poll on {queue}", exc, failures, stopping)
+                continue
+            if task is None:
+                self.slots.release()
+                continue
+            running = asyncio.create_task(self._handle_and_release(task))
+            self.in_flight.add(running)
+            running.add_done_callback(self.in_flight.discard)
+
+    async def _handle_and_release(self, task: dict[str, Any]) -> None:
+        try:
+            if task.get("query"):
+                await self._answer_query(task)
+            else:
+                await self._run_task(task)
+        except Exception:
+            log.exception("workflow task for %s crashed the runner", task.get("workflow_execution"))
+        finally:
+            self.slots.release()
+
+    async def _instance_for(self, task: dict[str, Any]) -> tuple[WorkflowInstance, list[dict[str, Any]]]:
+        """The cached instance and the new events, or a fresh instance and the full history."""
+        run_id = task["workflow_execution"]["run_id"]
+        events = list((task.get("history") or {}).get("events") or [])
+        cached = self.cache.get(run_id)
+        if cached is not None and events and int(events[0]["event_id"]) == cached.last_event_id + 1:
+            self.cache.move_to_end(run_id)
+            return cached, events
+        self.cache.pop(run_id, None)
+        if not events or int(events[0]["event_id"]) != 1:
+            events = await self._full_history(task, events)
+        definition = self.definitions.get(task["workflow_type"]["name"])
+        if definition is None:
+            known = ", ".join(sorted(self.definitions)) or "none"
+            raise LookupError(f"workflow type {task['workflow_type']['name']!r} is not registered ({known})")
+        execution = task["workflow_execution"]
+        info = info_from_started_event(
+            events[0],
+            workflow_id=execution["workflow_id"],
+            run_id=execution["run_id"],
+            namespace=self.worker.client.namespace,
+        )
+        return WorkflowInstance(definition, info, self.worker.client.data_converter), events
+
+    async def _full_history(self, task: dict[str, Any], tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Page the stored history, then append the poll's (possibly transient) newer events."""
+        execution = task["workflow_execution"]
+        path = f"/workflows/{quote(execution['workflow_id'], safe='')}/runs/{execution['run_id']}/history"
+        events: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            page = await self.worker.client.transport.get(path, params={"after_event_id": after}) or {}
+            events.extend(page.get("events") or [])
+            cursor = page.get("next_after_event_id")
+            if not cursor:
+                break
+            after = int(cursor)
+        last = events[-1]["event_id"] if events else 0
+        return events + [e for e in tail if int(e["event_id"]) > last]
+
+    async def _activate(self, task: dict[str, Any]) -> tuple[WorkflowInstance, Activation]:
+        """Apply the task's events; a cached instance the events do not continue is replaced by replay."""
+        instance, events = await self._instance_for(task)
+        try:
+            return instance, instance.activate(events)
+        except StaleInstanceError:
+            self.cache.pop(task["workflow_execution"]["run_id"], None)
+            instance, events = await self._instance_for(task)
+            return instance, instance.activate(events)
+
+    def _remember(self, run_id: str, instance: WorkflowInstance) -> None:
+        self.cache[run_id] = instance
+        self.cache.move_to_end(run_id)
+        while len(self.cache) > self.worker.max_cached_workflows:
+            self.cache.popitem(last=False)
+
+    async def _run_task(self, task: dict[str, Any]) -> None:
+        run_id = task["workflow_execution"]["run_id"]
+        try:
+            instance, activation = await self._activate(task)
+            activation = await self._settle_local_activities(instance, activation)
+        except NondeterminismError as exc:
+            await self._fail_task(task, NONDETERMINISM_CAUSE, exc)
+            return
+        except Exception as exc:
+            await self._fail_task(task, UNHANDLED_FAILURE_CAUSE, exc)
+            return
+        await self._complete_task(task, activation)
+        if activation.completed:
+            self.cache.pop(run_id, None)
+        else:
+            self._remember(run_id, instance)
+
+    async def _settle_local_activities(
+        self, instance: WorkflowInstance, activation: Activation
+    ) -> Activation:
+        """Run requested local activities (concurrently per batch) and feed their results back."""
+        while activation.local_activities:
+            batch = activation.local_activities
+            outcomes = await asyncio.gather(*(self._run_local(instance, request) for request in batch))
+            for request, outcome in zip(batch, outcomes, strict=True):
+                activation = instance.resolve_local_activity(request.seq, outcome)
+        return activation
+
+    async def _run_local(
+        self, instance: WorkflowInstance, request: LocalActivityRequest
+    ) -> LocalActivityResult:
+        runner = self.worker.activities
+        converter = self.worker.client.data_converter
+        if runner is None:
+            error = ApplicationError(f"no activities registered for local activity {request.activity_type!r}")
+            return LocalActivityResult(failure=exception_to_failure(error, converter))
+        base = local_activity_info(instance.info, request.activity_type)
+        value, error, attempt = await runner.run_local(
+            request.activity_type, request.args, request.options, base
+        )
+        if error is not None:
+            return LocalActivityResult(failure=exception_to_failure(error, converter), attempt=attempt)
+        return LocalActivityResult(result=converter.to_payload(value), attempt=attempt)
+
+    async def _fail_task(self, task: dict[str, Any], cause: str, exc: BaseException) -> None:
+        self.cache.pop(task["workflow_execution"]["run_id"], None)
+        log.error("workflow task failed (%s): %s", cause, exc)
+        await self.worker.report(
+            f"/task-queues/{quote(self.worker.task_queue, safe='')}/workflow-tasks/fail",
+            {
+                "task_token": task["task_token"],
+                "identity": self.worker.identity,
+                "cause": cause,
+                "failure": exception_to_failure(exc, self.worker.client.data_converter),
+            },
+        )
+
+    async def _complete_task(self, task: dict[str, Any], activation: Activation) -> None:
+        reserved = await self._reserve_eager_slots(activation.commands)
+        body = {
+            "task_token": task["task_token"],
+            "identity": self.worker.identity,
+            "commands": activation.commands,
+            "sticky_task_queue": "" if activation.completed else self.sticky_queue,
+            "sticky_schedule_to_start_timeout": self.worker.sticky_schedule_to_start_timeout.total_seconds(),
+        }
+        answer = await self.worker.report(
+            f"/task-queues/{quote(self.worker.task_queue, safe='')}/workflow-tasks/complete", body
+        )
+        eager = list((answer or {}).get("activity_tasks") or [])
+        runner = self.worker.activities
+        for activity_task in eager[:reserved]:
+            runner.start(activity_task)
+        for _ in range(reserved - min(reserved, len(eager))):
+            runner.slots.release()
+
+    async def _reserve_eager_slots(self, commands: list[dict[str, Any]]) -> int:
+        """Ask for eager dispatch of activities this worker runs, one free slot each."""
+        runner = self.worker.activities
+        if runner is None:
+            return 0
+        reserved = 0
+        for cmd in commands:
+            if cmd["command_type"] != "ScheduleActivityTask" or not runner.has_free_slot():
+                continue
+            attrs = cmd["attributes"]
+            name = attrs.get("activity_type")
+            name = name.get("name") if isinstance(name, dict) else name
+            queue = attrs.get("task_queue")
+            queue = queue.get("name") if isinstance(queue, dict) else queue
+            if name in runner.definitions and (not queue or queue == self.worker.task_queue):
+                await runner.slots.acquire()
+                attrs["request_eager_execution"] = True
+                reserved += 1
+        return reserved
+
+    async def _answer_query(self, task: dict[str, Any]) -> None:
+        query = task["query"]
+        body: dict[str, Any] = {"task_token": task["task_token"]}
+        try:
+            run_id = task["workflow_execution"]["run_id"]
+            instance = self.cache.get(run_id)
+            if instance is None:
+                instance, _ = await self._activate(task)
+            body["answer"] = instance.query(query["query_type"], list(query.get("query_args") or []))
+        except Exception as exc:  # QueryFailed and handler bugs both go back as the answer
+            body["error_message"] = str(exc) or type(exc).__name__
+        await self.worker.report(
+            f"/task-queues/{quote(self.worker.task_queue, safe='')}/query-tasks/respond", body
+        )
+
+    async def drain(self) -> None:
+        if self.in_flight:
+            await asyncio.gather(*self.in_flight, return_exceptions=True)
