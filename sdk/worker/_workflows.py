@@ -173,7 +173,7 @@ class WorkflowRunner:
         except Exception as exc:
             await self._fail_task(task, UNHANDLED_FAILURE_CAUSE, exc)
             return
-        await self._complete_task(task, activation)
+        await self._complete_task(task, instance, activation)
         if activation.completed:
             self.cache.pop(run_id, None)
         else:
@@ -219,12 +219,17 @@ class WorkflowRunner:
             },
         )
 
-    async def _complete_task(self, task: dict[str, Any], activation: Activation) -> None:
+    async def _complete_task(
+        self, task: dict[str, Any], instance: WorkflowInstance, activation: Activation
+    ) -> None:
         reserved = await self._reserve_eager_slots(activation.commands)
+        queries: dict[str, dict[str, Any]] = task.get("queries") or {}
         body = {
             "task_token": task["task_token"],
             "identity": self.worker.identity,
             "commands": activation.commands,
+            # Queries the server held back while this task ran, answered from the new state.
+            "query_results": {query_id: answer_query(instance, q) for query_id, q in queries.items()},
             "sticky_task_queue": "" if activation.completed else self.sticky_queue,
             "sticky_schedule_to_start_timeout": self.worker.sticky_schedule_to_start_timeout.total_seconds(),
         }
@@ -266,9 +271,10 @@ class WorkflowRunner:
             instance = self.cache.get(run_id)
             if instance is None:
                 instance, _ = await self._activate(task)
-            body["answer"] = instance.query(query["query_type"], list(query.get("query_args") or []))
-        except Exception as exc:  # QueryFailed and handler bugs both go back as the answer
+        except Exception as exc:
             body["error_message"] = str(exc) or type(exc).__name__
+        else:
+            body.update(answer_query(instance, query))
         await self.worker.report(
             f"/task-queues/{quote(self.worker.task_queue, safe='')}/query-tasks/respond", body
         )
@@ -276,3 +282,11 @@ class WorkflowRunner:
     async def drain(self) -> None:
         if self.in_flight:
             await asyncio.gather(*self.in_flight, return_exceptions=True)
+
+
+def answer_query(instance: WorkflowInstance, query: dict[str, Any]) -> dict[str, Any]:
+    """``{"answer": payload}`` or ``{"error_message": ...}``, the shape both query replies take."""
+    try:
+        return {"answer": instance.query(query["query_type"], list(query.get("query_args") or []))}
+    except Exception as exc:  # QueryFailed and handler bugs both go back as the answer
+        return {"error_message": str(exc) or type(exc).__name__}
