@@ -153,7 +153,7 @@ class ShipmentBroken:
 
     @workflow.run
     async def run(self, item: str) -> str:
-        packed = await workflow.execute_activity(bill, item, start_to_close_timeout=STEP)
+        packed: str = await workflow.execute_activity(bill, item, start_to_close_timeout=STEP)
         await workflow.wait_condition(lambda: bool(self.carrier))
         return packed
 
