@@ -2,7 +2,8 @@
 
 Each ``journal`` activity appends its step to the file named by JOURNAL_PATH when it
 completes, so a test can count how many times every completed step really ran.
-Environment: CHRONICLE_URL, CHRONICLE_NAMESPACE, CHRONICLE_API_KEY, TASK_QUEUE, JOURNAL_PATH.
+Environment: CHRONICLE_URL, CHRONICLE_NAMESPACE, CHRONICLE_API_KEY, TASK_QUEUE, JOURNAL_PATH
+and optionally JOURNAL_HOLD_STEP.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from datetime import timedelta
 
 from sdk import activity, workflow
@@ -20,13 +22,27 @@ STEPS_BEFORE_SIGNAL = 2
 STEPS_AFTER_SIGNAL = 2
 
 
-@activity.defn
-def journal(step: int) -> int:
-    """Append the step to the journal file and make it durable before reporting success."""
-    with open(os.environ["JOURNAL_PATH"], "a", encoding="utf-8") as out:
-        out.write(f"{step}\n")
+def _append(path: str, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(f"{line}\n")
         out.flush()
         os.fsync(out.fileno())
+
+
+@activity.defn
+def journal(step: int) -> int:
+    """Append the step to the journal file and make it durable before reporting success.
+
+    The first attempt of step JOURNAL_HOLD_STEP (if set) notes that it started and then
+    heartbeats forever, so a test can kill the process while that activity is in flight.
+    """
+    path = os.environ["JOURNAL_PATH"]
+    if step == int(os.environ.get("JOURNAL_HOLD_STEP") or 0) and activity.info().attempt == 1:
+        _append(path + ".held", str(step))
+        while True:
+            activity.heartbeat("held")
+            time.sleep(0.2)
+    _append(path, str(step))
     return step
 
 
@@ -44,7 +60,10 @@ class Journal:
             if step == STEPS_BEFORE_SIGNAL + 1:
                 await workflow.wait_condition(lambda: self.resumed)
             done: int = await workflow.execute_activity(
-                journal, step, start_to_close_timeout=timedelta(seconds=10)
+                journal,
+                step,
+                start_to_close_timeout=timedelta(seconds=60),
+                heartbeat_timeout=timedelta(seconds=2),
             )
             total += done
         return total
