@@ -59,24 +59,30 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--per-run", type=int, default=10)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--sort", default="cumulative", help="pstats sort key, e.g. tottime")
+    parser.add_argument("--rounds", type=int, default=2, help="later rounds reuse warm connections")
     args = parser.parse_args()
     TimerTask.objects.all().delete()
-    create_due_timers(args.runs, args.per_run)
     owner = ShardOwner("profile")
     owner.ensure_shards()
     owner.rebalance()
-    owner.refresh_next_fire()
-    total = TimerTask.objects.filter(kind=TimerKind.USER_TIMER).count()
-    profiler = cProfile.Profile() if args.profile else None
-    if profiler:
-        profiler.enable()
-    seconds = fire_all(owner)
-    if profiler:
-        profiler.disable()
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
-    left = TimerTask.objects.filter(kind=TimerKind.USER_TIMER).count()
+    for round_number in range(1, args.rounds + 1):
+        create_due_timers(args.runs, args.per_run)
+        owner.refresh_next_fire()
+        total = TimerTask.objects.filter(kind=TimerKind.USER_TIMER).count()
+        profiler = cProfile.Profile() if args.profile and round_number == args.rounds else None
+        if profiler:
+            profiler.enable()
+        seconds = fire_all(owner)
+        if profiler:
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats(args.sort).print_stats(30)
+        left = TimerTask.objects.filter(kind=TimerKind.USER_TIMER).count()
+        print(
+            f"round {round_number}: fired {total - left}/{total} timers "
+            f"in {seconds * 1000:.0f} ms ({total / seconds:.0f}/s)"
+        )
     owner.shutdown()
-    print(f"fired {total - left}/{total} timers in {seconds * 1000:.0f} ms ({total / seconds:.0f}/s)")
 
 
 if __name__ == "__main__":
