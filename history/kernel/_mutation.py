@@ -446,8 +446,14 @@ def lock_execution(
 
 
 def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
+    """Lock a run ``FOR UPDATE`` and load its namespace without locking the namespace.
+
+    ``of=("self",)`` matters: a plain ``FOR UPDATE`` with the join would lock the
+    namespace row too, serializing every run of a namespace and deadlocking with the
+    timer queue, which locks many runs of one namespace in one transaction.
+    """
     execution = (
-        WorkflowExecution.objects.select_for_update()
+        WorkflowExecution.objects.select_for_update(of=("self",))
         .select_related("namespace")
         .filter(run_id=run_id)
         .first()
