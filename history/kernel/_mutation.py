@@ -348,7 +348,7 @@ class ExecutionMutation:
         return True
 
 
-_EXECUTION_FIELDS = [f.name for f in WorkflowExecution._meta.concrete_fields if not f.primary_key]
+_EXECUTION_FIELDS = [f for f in WorkflowExecution._meta.concrete_fields if not f.primary_key]
 
 
 def save_all(mutations: list[ExecutionMutation]) -> None:
@@ -361,8 +361,33 @@ def save_all(mutations: list[ExecutionMutation]) -> None:
     live = [m for m in mutations if m._prepare_save()]
     if not live:
         return
-    WorkflowExecution.objects.bulk_update([m.execution for m in live], _EXECUTION_FIELDS)
+    _update_executions([m.execution for m in live])
     _write_pending_rows(live)
+
+
+def _update_executions(executions: list[WorkflowExecution]) -> None:
+    """Write every column of these runs in one ``UPDATE ... FROM (VALUES ...)``.
+
+    Django's ``bulk_update`` builds a ``CASE WHEN`` per column per row, which cost
+    most of a firing batch's time in Python; a VALUES list typed by cast is the same
+    write for a fraction of that.
+    """
+    quote = connection.ops.quote_name
+    pk = WorkflowExecution._meta.pk
+    assert pk is not None
+    fields = [pk, *_EXECUTION_FIELDS]
+    row_sql = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
+    params = [f.get_db_prep_save(getattr(ex, f.attname), connection) for ex in executions for f in fields]
+    columns = ", ".join(quote(f.column) for f in fields)
+    assignments = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in _EXECUTION_FIELDS)
+    table = quote(WorkflowExecution._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS t SET {assignments} "
+            f"FROM (VALUES {', '.join([row_sql] * len(executions))}) AS v({columns}) "
+            f"WHERE t.{quote(pk.column)} = v.{quote(pk.column)}",
+            params,
+        )
 
 
 def _write_pending_rows(mutations: list[ExecutionMutation]) -> None:
@@ -421,8 +446,14 @@ def lock_execution(
 
 
 def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
+    """Lock a run ``FOR UPDATE`` and load its namespace without locking the namespace.
+
+    ``of=("self",)`` matters: a plain ``FOR UPDATE`` with the join would lock the
+    namespace row too, serializing every run of a namespace and deadlocking with the
+    timer queue, which locks many runs of one namespace in one transaction.
+    """
     execution = (
-        WorkflowExecution.objects.select_for_update()
+        WorkflowExecution.objects.select_for_update(of=("self",))
         .select_related("namespace")
         .filter(run_id=run_id)
         .first()

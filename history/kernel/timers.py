@@ -58,9 +58,10 @@ def fire_timers(fence: ShardFence, timer_ids: list[tuple[int, str]]) -> int:
     with transaction.atomic(durable=True):
         check_fence(fence)
         run_ids = sorted({run_id for _, run_id in timer_ids})
+        # Lock the runs only, not their namespace rows (see ``lock_run``).
         runs = {
             str(r.run_id): r
-            for r in WorkflowExecution.objects.select_for_update()
+            for r in WorkflowExecution.objects.select_for_update(of=("self",))
             .select_related("namespace")
             .filter(run_id__in=run_ids)
             .order_by("run_id")
