@@ -10,7 +10,7 @@ import asyncio
 import logging
 import signal
 
-from examples import approval, fan_out, order_fulfilment
+from examples import catalog
 from examples._connect import TASK_QUEUE, connect
 from sdk.worker import Worker
 
@@ -22,13 +22,8 @@ async def main() -> None:
     worker = Worker(
         client,
         task_queue=TASK_QUEUE,
-        workflows=[order_fulfilment.OrderFulfilment, approval.Approval, fan_out.FanOut],
-        activities=[
-            order_fulfilment.charge_card,
-            order_fulfilment.refund,
-            order_fulfilment.ship,
-            fan_out.square,
-        ],
+        workflows=catalog.WORKFLOWS,
+        activities=catalog.ACTIVITIES,
     )
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):  # finish in-flight tasks before exiting

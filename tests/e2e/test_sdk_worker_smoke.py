@@ -261,20 +261,15 @@ def test_workflow_runs_activity_signal_and_query_end_to_end(stack: Stack, tenant
 
 
 def test_the_examples_run_on_a_worker(stack: Stack, tenant: Tenant, queue: str) -> None:
-    from examples import approval, fan_out, order_fulfilment
+    from examples import approval, catalog, fan_out, order_fulfilment
 
     async def scenario() -> None:
         client = await _client(stack, tenant)
         worker = Worker(
             client,
             task_queue=queue,
-            workflows=[order_fulfilment.OrderFulfilment, approval.Approval, fan_out.FanOut],
-            activities=[
-                order_fulfilment.charge_card,
-                order_fulfilment.refund,
-                order_fulfilment.ship,
-                fan_out.square,
-            ],
+            workflows=catalog.WORKFLOWS,
+            activities=catalog.ACTIVITIES,
         )
         async with worker:
             total = await client.execute_workflow(fan_out.FanOut.run, 5, id=_wid(), task_queue=queue)
