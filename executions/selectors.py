@@ -47,6 +47,9 @@ def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
         "first_run_id": str(ex.first_run_id),
         "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
         "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
+        "reset_base_run_id": str(ex.reset_base_run_id) if ex.reset_base_run_id else None,
+        "reset_event_id": ex.reset_event_id or None,
+        "reset_run_id": str(ex.reset_run_id) if ex.reset_run_id else None,
     }
 
 

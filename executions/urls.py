@@ -18,4 +18,6 @@ for prefix in (_w, _r):
         path(prefix + "/cancel", api.CancelApi.as_view()),
         path(prefix + "/terminate", api.TerminateApi.as_view()),
         path(prefix + "/history", api.HistoryApi.as_view()),
+        path(prefix + "/reset", api.ResetApi.as_view()),
+        path(prefix + "/reset-preview", api.ResetPreviewApi.as_view()),
     ]
