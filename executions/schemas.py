@@ -150,3 +150,39 @@ class ResetPreviewSerializer(serializers.Serializer[Any]):
     activities_completed_after_point = _CompletedActivitySerializer(
         many=True, help_text="side effects already done; the new run may run them again"
     )
+
+
+class BatchFailureSerializer(serializers.Serializer[Any]):
+    workflow_id = serializers.CharField()
+    run_id = serializers.UUIDField()
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class BatchJobSerializer(serializers.Serializer[Any]):
+    job_id = serializers.CharField()
+    operation = serializers.CharField()
+    query = serializers.CharField()
+    params = serializers.DictField()
+    reason = serializers.CharField()
+    created_by = serializers.CharField()
+    state = serializers.CharField(help_text="Running, Completed or Stopped")
+    stop_reason = serializers.CharField()
+    rps = serializers.FloatField()
+    total = serializers.IntegerField(help_text="runs the query matched when the job was created")
+    done = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    progress = serializers.FloatField(help_text="(done + failed) / total")
+    failures = BatchFailureSerializer(many=True, help_text="the first 100 failed runs")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class BatchJobListSerializer(serializers.Serializer[Any]):
+    jobs = BatchJobSerializer(many=True)
+
+
+class BatchDryRunSerializer(serializers.Serializer[Any]):
+    count = serializers.IntegerField(help_text="runs the query matches now")
+    executions = ExecutionSummarySerializer(many=True, help_text="the first 20, newest first")
