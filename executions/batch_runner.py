@@ -2,7 +2,7 @@
 
 Any number of runners may run. Each claims one running job whose lease is free or
 expired (``FOR UPDATE SKIP LOCKED``), works through its runs in run-id order at the
-job's rate, and after every chunk (about a second of work) records the counts, the
+job's rate, and after every chunk (at most about a second of work) records the counts, the
 failures and the last run id in one UPDATE that also renews its lease. That UPDATE is
 guarded by the lease owner, so a runner that lost its lease records nothing; a
 successor resumes after the last recorded run. The runs of the chunk in hand when a
@@ -111,6 +111,7 @@ class BatchRunner:
 
     def _run_chunk(self, job: BatchJob, chunk: list[WorkflowExecution]) -> ChunkResult:
         result = ChunkResult(failures=list(job.failures))
+        started = time.monotonic()
         for run in chunk:
             self._pace(job.rps)
             try:
@@ -120,8 +121,8 @@ class BatchRunner:
                 result.failed += 1
                 record_failure(result.failures, run, exc)
             result.last_run = run
-            if self.stopping:
-                break
+            if self.stopping or time.monotonic() - started >= self.chunk_seconds:
+                break  # progress is recorded about once per chunk_seconds
         return result
 
     def _pace(self, rps: float) -> None:
