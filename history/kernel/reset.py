@@ -415,13 +415,16 @@ def reset_workflow_execution(
 def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id: str, identity: str) -> str:
     now = timezone.now()
     new = _new_run(plan, now, request_id)
-    if plan.current.is_running:
+    terminated = plan.current.is_running
+    if terminated:
         ending = ExecutionMutation(plan.current, namespace)
         plan.current.reset_run_id = new.run_id
         _terminate(ending, reason, None, RESETTER_IDENTITY)
         ending.save()
-    WorkflowExecution.objects.filter(run_id=plan.base.run_id).update(reset_run_id=new.run_id)
-    new.save(force_insert=True)
+    if not terminated or plan.base.run_id != plan.current.run_id:
+        WorkflowExecution.objects.filter(run_id=plan.base.run_id).update(reset_run_id=new.run_id)
+    # Foreign keys are checked at commit, so the copied events and restored rows may be
+    # written before the new run's row, which the mutation inserts when it saves.
     _copy_events(plan, new)
     mutation = ExecutionMutation(new, namespace)
     mutation.now = now
