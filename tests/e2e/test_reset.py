@@ -229,3 +229,59 @@ def test_bad_reset_requests_get_a_clear_400_and_change_nothing(api: Api, worker:
     assert api.post(f"/workflows/{_wid()}/reset", {"reason": "x", "event_id": 4}).status_code == 404
     assert _run_events(api, wid, base) == events
     assert api.describe(wid)["run_id"] == base
+
+
+def test_a_started_event_as_the_point_gets_a_synthetic_started_and_buffered_signals_are_reapplied(
+    api: Api, worker: ScriptedWorker
+) -> None:
+    wid = _wid()
+    base = api.start(wid, worker.queue)["run_id"]
+    worker.complete_workflow_task(worker.poll_workflow_task())
+    _signal(api, wid, "wake")
+    in_flight = worker.poll_workflow_task()  # the task started by "wake" is running...
+    _signal(api, wid, "late")  # ...so this signal waits in the run's buffer, not in its history
+    assert "late" not in str(_run_events(api, wid, base))
+
+    new = _reset(api, wid, event_id=3)  # the first WorkflowTaskStarted: Temporal's range starts here
+    events = _run_events(api, wid, new)
+    assert _types(events) == [
+        "WorkflowExecutionStarted",
+        "WorkflowTaskScheduled",
+        "WorkflowTaskStarted",
+        "WorkflowTaskFailed",
+        "WorkflowExecutionSignaled",
+        "WorkflowExecutionSignaled",
+        "WorkflowTaskScheduled",
+    ]
+    assert events[2]["attributes"]["identity"] == "history-service"
+    assert [e["attributes"]["signal_name"] for e in events[4:6]] == ["wake", "late"]
+    # The worker holding the old run's task is refused: that run is closed.
+    r = worker.complete_workflow_task(in_flight, command("CompleteWorkflowExecution"))
+    assert r.status_code == 404 and r.json()["code"] == "stale_task_token"
+
+
+def test_signals_of_later_runs_in_a_continue_as_new_chain_are_reapplied(
+    api: Api, worker: ScriptedWorker
+) -> None:
+    wid = _wid()
+    first = api.start(wid, worker.queue)["run_id"]
+    _signal(api, wid, "before-continue")
+    worker.complete_workflow_task(
+        worker.poll_workflow_task(),
+        command(
+            "ContinueAsNewWorkflowExecution",
+            workflow_type={"name": "Test"},
+            task_queue={"name": worker.queue},
+        ),
+    )
+    second = api.describe(wid)["run_id"]
+    assert second != first
+    _signal(api, wid, "on-second-run")
+
+    new = _reset(api, wid, run_id=first, reset_type="FirstWorkflowTask")
+    signaled = [
+        e["attributes"]["signal_name"] for e in _run_events(api, wid, new) if "Signaled" in e["event_type"]
+    ]
+    assert signaled == ["before-continue", "on-second-run"]
+    assert api.get(f"/workflows/{wid}/runs/{second}").json()["status"] == "Terminated"
+    assert api.get(f"/workflows/{wid}/runs/{first}").json()["status"] == "ContinuedAsNew"
