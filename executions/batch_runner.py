@@ -75,6 +75,10 @@ class BatchRunner:
                 continue
             try:
                 self.process(job)
+            except ChronicleError as exc:
+                # The job itself cannot go on (its query no longer reads): fail it, not the runner.
+                log.error("batch job %s failed: %s", job.job_id, exc.message)
+                self._finish(job, BatchState.FAILED, reason=exc.message)
             finally:
                 self.release(job)
 
@@ -150,12 +154,12 @@ class BatchRunner:
         job.refresh_from_db()
         return job if job.state == BatchState.RUNNING else None
 
-    def _finish(self, job: BatchJob) -> None:
+    def _finish(self, job: BatchJob, state: str = BatchState.COMPLETED, *, reason: str = "") -> None:
         now = timezone.now()
         BatchJob.objects.filter(pk=job.pk, lease_owner=self.owner, state=BatchState.RUNNING).update(
-            state=BatchState.COMPLETED, finished_at=now, updated_at=now
+            state=state, stop_reason=reason, finished_at=now, updated_at=now
         )
-        log.info("batch job %s completed: %d done, %d failed", job.job_id, job.done, job.failed)
+        log.info("batch job %s %s: %d done, %d failed", job.job_id, state, job.done, job.failed)
 
     def release(self, job: BatchJob) -> None:
         BatchJob.objects.filter(pk=job.pk, lease_owner=self.owner).update(

@@ -166,7 +166,7 @@ class BatchJobSerializer(serializers.Serializer[Any]):
     params = serializers.DictField()
     reason = serializers.CharField()
     created_by = serializers.CharField()
-    state = serializers.CharField(help_text="Running, Completed or Stopped")
+    state = serializers.CharField(help_text="Running, Completed, Stopped or Failed")
     stop_reason = serializers.CharField()
     rps = serializers.FloatField()
     total = serializers.IntegerField(help_text="runs the query matched when the job was created")
