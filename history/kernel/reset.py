@@ -346,8 +346,9 @@ def _base_and_current(
     """The current run (running, else latest) and the base (the given run, else the current)."""
     if lock:
         current = lock_execution(namespace, workflow_id, None)
-        base = lock_execution(namespace, workflow_id, run_id) if run_id else current
-        return base, current
+        if not run_id or str(run_id) == str(current.run_id):
+            return current, current
+        return lock_execution(namespace, workflow_id, run_id), current
     runs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id=workflow_id)
     current_or_none = (
         runs.filter(status=ExecutionStatus.RUNNING).first() or runs.order_by("-start_time").first()
