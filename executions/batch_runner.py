@@ -104,7 +104,7 @@ class BatchRunner:
         """Run the job's remaining runs chunk by chunk until done, stopped or the lease is lost."""
         current: BatchJob | None = job
         while current is not None and not self.stopping:
-            runs = job_runs(current).order_by("run_id")
+            runs = job_runs(current).only("run_id", "workflow_id").order_by("run_id")
             if current.last_run_id is not None:
                 runs = runs.filter(run_id__gt=current.last_run_id)
             chunk = list(runs[: max(1, min(MAX_CHUNK, int(current.rps * self.chunk_seconds)))])
