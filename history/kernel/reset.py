@@ -244,7 +244,7 @@ class ResetPlan:
         }
 
     def _completed_after_point(self) -> list[dict[str, Any]]:
-        """Activities whose side effects already happened after the point; a reset reruns their code."""
+        """Activities completed after the point: their side effects happened; the new run may redo them."""
         done = []
         for run in _chain_from(self.base, self.current):
             after = self.event_id if run.run_id == self.base.run_id else 0
