@@ -50,7 +50,9 @@ def _boot(env: dict[str, str], py: str) -> tuple[str, str, list[subprocess.Popen
     gunicorn = [py, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
     procs = [
         subprocess.Popen(
-            [*gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT, env=env
+            [*gunicorn, "-c", "platform/gunicorn.conf.py", "-w", "2", "-b", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
         ),
         subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env),
         subprocess.Popen([py, "manage.py", "run_batch_jobs", "--poll-interval", "0.2"], cwd=ROOT, env=env),
