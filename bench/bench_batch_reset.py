@@ -53,6 +53,7 @@ def _boot(env: dict[str, str], py: str) -> tuple[str, str, list[subprocess.Popen
             [*gunicorn, "-c", "platform/gunicorn.conf.py", "-w", "2", "-b", f"127.0.0.1:{port}"],
             cwd=ROOT,
             env=env,
+            stdout=subprocess.DEVNULL,  # the access log
         ),
         subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env),
         subprocess.Popen([py, "manage.py", "run_batch_jobs", "--poll-interval", "0.2"], cwd=ROOT, env=env),
