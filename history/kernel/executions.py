@@ -42,6 +42,16 @@ MAX_WORKFLOW_TASK_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
+class ParentLink:
+    """The parent of a child run: where its close is reported (the parent's Initiated event)."""
+
+    namespace: str
+    workflow_id: str
+    run_id: str
+    initiated_event_id: int
+
+
+@dataclass(frozen=True)
 class StartRequest:
     workflow_id: str
     workflow_type: str
@@ -60,6 +70,7 @@ class StartRequest:
     identity: str = ""
     # Eager start: hand the first workflow task to the caller (a worker) in the reply.
     request_eager_execution: bool = False
+    parent: ParentLink | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,7 @@ def _create_run(
         first_run_id=first_run_id or run_id,
         previous_run_id=previous.run_id if previous else None,
     )
+    _link_parent(execution, req.parent, previous)
     mutation = ExecutionMutation(execution, namespace)
     mutation.now = now
     mutation.append(
@@ -156,6 +168,7 @@ def _create_run(
             "original_execution_run_id": str(run_id),
             "continued_execution_run_id": str(previous.run_id) if previous else None,
             "request_id": execution.create_request_id,
+            **_parent_attributes(req.parent),
             **(extra_start_attrs or {}),
         },
     )
@@ -185,6 +198,28 @@ def _create_run(
     ):
         mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, expiration)
     return mutation
+
+
+def _link_parent(
+    execution: WorkflowExecution, parent: ParentLink | None, previous: WorkflowExecution | None
+) -> None:
+    """A child's run names its parent; later runs of its chain (retry, continue-as-new) keep it."""
+    if parent is not None:
+        execution.parent_workflow_id = parent.workflow_id
+        execution.parent_run_id = uuid.UUID(parent.run_id)
+    elif previous is not None:
+        execution.parent_workflow_id = previous.parent_workflow_id
+        execution.parent_run_id = previous.parent_run_id
+
+
+def _parent_attributes(parent: ParentLink | None) -> dict[str, Any]:
+    if parent is None:
+        return {}
+    return {
+        "parent_workflow_namespace": parent.namespace,
+        "parent_workflow_execution": {"workflow_id": parent.workflow_id, "run_id": parent.run_id},
+        "parent_initiated_event_id": parent.initiated_event_id,
+    }
 
 
 def validate_start(namespace: Namespace, req: StartRequest) -> None:
@@ -308,6 +343,7 @@ def _apply_signal(
     request_id: str,
     *,
     identity: str,
+    external: dict[str, Any] | None = None,
 ) -> None:
     ex = mutation.execution
     if request_id:
@@ -327,6 +363,7 @@ def _apply_signal(
             "input": signal_input,
             "identity": identity,
             "request_id": request_id,
+            **(external or {}),
         },
         schedule_task=ex.wft_backoff_until is None,
     )
@@ -341,7 +378,9 @@ def signal_workflow_execution(
     input: list[Any],
     request_id: str = "",
     identity: str = "",
+    external: dict[str, Any] | None = None,
 ) -> None:
+    """Signal a running run; ``external`` names the sending workflow when one sent it."""
     if not signal_name or len(signal_name) > 1000:
         raise invalid("signal_name must be 1 to 1000 characters")
     check_payload(namespace, input, "signal input")
@@ -350,7 +389,7 @@ def signal_workflow_execution(
         if not execution.is_running:
             raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
         mutation = ExecutionMutation(execution, namespace)
-        _apply_signal(mutation, signal_name, input, request_id, identity=identity)
+        _apply_signal(mutation, signal_name, input, request_id, identity=identity, external=external)
         mutation.save()
 
 
@@ -361,8 +400,12 @@ def request_cancel_workflow_execution(
     run_id: str | None,
     reason: str = "",
     identity: str = "",
+    external: dict[str, Any] | None = None,
 ) -> None:
-    """Ask the workflow to cancel; a no-op on a closed or already-cancelling run."""
+    """Ask the workflow to cancel; a no-op on a closed or already-cancelling run.
+
+    ``external`` names the requesting workflow and its Initiated event when one asked.
+    """
     with transaction.atomic(durable=True):
         execution = lock_execution(namespace, workflow_id, run_id)
         if not execution.is_running or execution.cancel_requested:
@@ -370,7 +413,7 @@ def request_cancel_workflow_execution(
         execution.cancel_requested = True
         mutation = ExecutionMutation(execution, namespace)
         mutation.add_outside_event(
-            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity}
+            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity, **(external or {})}
         )
         mutation.save()
 
