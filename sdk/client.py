@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from urllib.parse import quote
 
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._runtime.definition import workflow_name
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
@@ -39,23 +39,6 @@ HISTORY_WAIT_SECONDS = 30.0
 
 def default_identity() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
-
-
-def workflow_name(workflow: str | Callable[..., Any]) -> str:
-    """A run method's workflow name (what ``@workflow.defn`` recorded) or a string as is."""
-    if isinstance(workflow, str):
-        return workflow
-    owner = getattr(workflow, "__chronicle_workflow_name__", None)
-    if isinstance(owner, str):
-        return owner
-    qualname = getattr(workflow, "__qualname__", "")
-    cls_name = qualname.split(".")[0] if "." in qualname else qualname
-    module = sys.modules.get(workflow.__module__)
-    cls = getattr(module, cls_name, None)
-    name = getattr(cls, "__chronicle_workflow_name__", None) or getattr(
-        getattr(cls, "__chronicle_workflow_definition__", None), "name", None
-    )
-    return str(name or cls_name)
 
 
 @dataclass(frozen=True)

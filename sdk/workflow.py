@@ -23,9 +23,9 @@ from sdk._runtime.definition import (
     RUN_ATTR,
     SIGNAL_ATTR,
     WorkflowDefinition,
+    workflow_name,
 )
 from sdk._runtime.instance import ActivityState, ContinueAsNewRequest, WorkflowInstance
-from sdk.client import workflow_name
 from sdk.common import RetryPolicy, WorkflowIDReusePolicy, to_seconds
 from sdk.converter import return_hint
 
@@ -343,9 +343,25 @@ _WAIT_COMPLETED = ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED
 class ChildWorkflowHandle(asyncio.Task[Any]):
     """A started child: await it for its result; cancel it to cancel the child."""
 
-    def __init__(self, coro: Any, *, loop: asyncio.AbstractEventLoop, state: ChildState) -> None:
-        super().__init__(coro, loop=loop)
+    def __init__(
+        self,
+        instance: WorkflowInstance,
+        state: ChildState,
+        cancellation_type: ChildWorkflowCancellationType,
+    ) -> None:
+        super().__init__(_await_child(state, cancellation_type), loop=instance.loop)
+        self._instance = instance
         self._child = state
+        self._cancellation_type = cancellation_type
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Ask the server to cancel the child; with WAIT_CANCELLATION_COMPLETED keep awaiting its close."""
+        if self.done():
+            return False
+        self._instance.cancel_child(self._child, self._cancellation_type)
+        if self._cancellation_type == ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED:
+            return True
+        return super().cancel(msg)
 
     @property
     def id(self) -> str:
@@ -411,9 +427,7 @@ async def start_child_workflow(
     except asyncio.CancelledError:
         instance.cancel_child(state, cancellation_type)
         raise
-    return ChildWorkflowHandle(
-        _await_child(instance, state, cancellation_type), loop=instance.loop, state=state
-    )
+    return ChildWorkflowHandle(instance, state, cancellation_type)
 
 
 def _run_hint(workflow: Any) -> Any:
@@ -424,15 +438,11 @@ def _run_hint(workflow: Any) -> Any:
     return return_hint(workflow)
 
 
-async def _await_child(
-    instance: WorkflowInstance, state: ChildState, cancellation_type: ChildWorkflowCancellationType
-) -> Any:
+async def _await_child(state: ChildState, cancellation_type: ChildWorkflowCancellationType) -> Any:
+    """The handle's body; ``ChildWorkflowHandle.cancel`` has already asked for the child's cancel."""
     try:
         return await state.result
     except asyncio.CancelledError:
-        instance.cancel_child(state, cancellation_type)
-        if cancellation_type == ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED:
-            return await state.result
         if (
             cancellation_type == ChildWorkflowCancellationType.WAIT_CANCELLATION_REQUESTED
             and state.cancel_requested
