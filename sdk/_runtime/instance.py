@@ -20,7 +20,14 @@ from sdk._runtime.children import CHILD_EVENTS, ChildWorkflows, child_event_iden
 from sdk._runtime.definition import WorkflowDefinition
 from sdk._runtime.loop import DeterministicLoop
 from sdk.converter import DataConverter, parameter_hints, return_hint
-from sdk.exceptions import ActivityError, CancelledError, FailureError, NondeterminismError, QueryFailed
+from sdk.exceptions import (
+    ActivityError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+    NondeterminismError,
+    QueryFailed,
+)
 
 if TYPE_CHECKING:
     from sdk.workflow import Info
@@ -144,6 +151,12 @@ def _event_identity(event: dict[str, Any]) -> str:
     return child_event_identity(kind, attrs) or str(kind)
 
 
+def _is_cancellation(error: FailureError) -> bool:
+    """An activity's or child's cancellation that the workflow let through (Temporal's rule):
+    after a cancel request it closes the run as canceled, not failed."""
+    return isinstance(error, ActivityError | ChildWorkflowError) and isinstance(error.cause, CancelledError)
+
+
 def _patch_suffix(details: Any) -> str:
     patch = (details or {}).get("patch_id") if isinstance(details, dict) else None
     return f" patch {patch.get('data')!r}" if isinstance(patch, dict) else ""
@@ -180,6 +193,7 @@ class WorkflowInstance(ChildWorkflows):
         self._recorded_locals: dict[int, dict[str, Any]] = {}
         self._replayed_locals: set[int] = set()
         self._init_children()
+        self.cancel_requested = False
 
     # -- the seam the worker calls -------------------------------------------------------------
 
@@ -418,6 +432,7 @@ class WorkflowInstance(ChildWorkflows):
         elif kind in CHILD_EVENTS:
             self._apply_child_event(event)
         elif kind == "WorkflowExecutionCancelRequested" and self._main is not None:
+            self.cancel_requested = True
             self._main.cancel()
 
     def _start_workflow(self, attrs: dict[str, Any]) -> None:
@@ -437,7 +452,10 @@ class WorkflowInstance(ChildWorkflows):
         except (asyncio.CancelledError, CancelledError):
             self._close("CancelWorkflowExecution", {"details": None})
         except FailureError as exc:
-            self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
+            if self.cancel_requested and _is_cancellation(exc):
+                self._close("CancelWorkflowExecution", {"details": None})
+            else:
+                self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
         else:
             encoded = self.converter.to_result(result)
             self._close("CompleteWorkflowExecution", {"result": encoded})

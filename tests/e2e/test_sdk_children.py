@@ -19,9 +19,11 @@ from sdk._runtime.replayer import WorkflowHistory
 from sdk.client import Client
 from sdk.exceptions import (
     ApplicationError,
+    CancelledError,
     ChildWorkflowError,
     NondeterminismError,
     WorkflowAlreadyStartedError,
+    WorkflowFailureError,
 )
 from sdk.worker import Replayer, Worker
 from tests.conftest import Api, Stack, Tenant, wait_until
@@ -160,7 +162,16 @@ class Holdout:
         return self.word
 
 
-WORKFLOWS = [Leaf, Middle, Root, Breaks, Guardian, Twins, Canceller, Messenger, Holdout]
+@workflow.defn
+class Waiter:
+    """Awaits a child that only a signal (or a cancel) ends."""
+
+    @workflow.run
+    async def run(self, child_id: str) -> str:
+        return str(await workflow.execute_child_workflow(Leaf.run, id=child_id))
+
+
+WORKFLOWS = [Leaf, Middle, Root, Breaks, Guardian, Twins, Canceller, Messenger, Holdout, Waiter]
 
 
 def _run(stack: Stack, tenant: Tenant, queue: str, body: Callable[[Client], Awaitable[Any]]) -> Any:
@@ -276,6 +287,27 @@ def test_cancelling_the_child_task_cancels_the_child(
     assert "ChildWorkflowExecutionCanceled" in events
     requested = _event(api, child_id, "WorkflowExecutionCancelRequested")["attributes"]
     assert requested["external_workflow_execution"]["workflow_id"] == wid
+
+
+def test_cancelling_the_parent_cancels_its_child_and_waits_for_it(
+    stack: Stack, tenant: Tenant, api: Api, queue: str
+) -> None:
+    wid, child_id = _wid(), _wid("child")
+
+    async def body(client: Client) -> BaseException:
+        handle = await client.start_workflow(Waiter.run, child_id, id=wid, task_queue=queue)
+        await asyncio.to_thread(
+            wait_until, lambda: "ChildWorkflowExecutionStarted" in api.event_types(wid), 20
+        )
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        return failure.value.cause
+
+    assert isinstance(_run(stack, tenant, queue, body), CancelledError)
+    assert _status(api, child_id) == "Canceled"
+    events = api.event_types(wid)
+    assert events.index("ChildWorkflowExecutionCanceled") < events.index("WorkflowExecutionCanceled")
 
 
 def test_an_external_handle_signals_and_cancels_another_workflow(
