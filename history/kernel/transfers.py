@@ -152,8 +152,8 @@ def _child_start_outcome(m: ExecutionMutation, initiated_event_id: int, run_id: 
         .filter(run=m.execution, initiated_event_id=initiated_event_id)
         .first()
     )
-    if child is None:
-        return
+    if child is None or child.started_run_id is not None:
+        return  # forgotten, or this outcome is already recorded
     common = {
         "namespace": m.namespace.name,
         "initiated_event_id": initiated_event_id,
