@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from sdk import workflow
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.client import Client
+from sdk.common import RetryPolicy
 from sdk.exceptions import (
     ApplicationError,
     CancelledError,
@@ -171,7 +173,65 @@ class Waiter:
         return str(await workflow.execute_child_workflow(Leaf.run, id=child_id))
 
 
-WORKFLOWS = [Leaf, Middle, Root, Breaks, Guardian, Twins, Canceller, Messenger, Holdout, Waiter]
+@workflow.defn
+class Countdown:
+    """Continues as new until n reaches 0, then returns its total."""
+
+    @workflow.run
+    async def run(self, n: int, total: int) -> int:
+        if n > 0:
+            workflow.continue_as_new(args=[n - 1, total + n])
+        return total
+
+
+@workflow.defn
+class Flaky:
+    """Fails its first two attempts."""
+
+    @workflow.run
+    async def run(self) -> int:
+        attempt = workflow.info().attempt
+        if attempt < 3:
+            raise ApplicationError(f"attempt {attempt} failed")
+        return attempt
+
+
+@workflow.defn
+class Patient:
+    """Runs children whose chains go on (continue-as-new, retries) and one that times out."""
+
+    @workflow.run
+    async def run(self, prefix: str) -> str:
+        total = await workflow.execute_child_workflow(Countdown.run, args=[3, 0], id=f"{prefix}-countdown")
+        attempts = await workflow.execute_child_workflow(
+            Flaky.run,
+            id=f"{prefix}-flaky",
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=5),
+        )
+        try:
+            await workflow.execute_child_workflow(
+                Leaf.run, id=f"{prefix}-slow", execution_timeout=timedelta(seconds=1)
+            )
+        except ChildWorkflowError as err:
+            return f"total {total}, attempts {attempts}, slow {type(err.cause).__name__}"
+        return f"total {total}, attempts {attempts}, slow finished"
+
+
+WORKFLOWS = [
+    Leaf,
+    Middle,
+    Root,
+    Breaks,
+    Guardian,
+    Twins,
+    Canceller,
+    Messenger,
+    Holdout,
+    Waiter,
+    Countdown,
+    Flaky,
+    Patient,
+]
 
 
 def _run(stack: Stack, tenant: Tenant, queue: str, body: Callable[[Client], Awaitable[Any]]) -> Any:
@@ -252,6 +312,23 @@ def test_a_child_failure_reaches_the_parent_with_its_cause(
     failed = _event(api, wid, "ChildWorkflowExecutionFailed")["attributes"]
     assert failed["failure"]["message"] == "boom"
     assert failed["retry_state"] == "RETRY_STATE_RETRY_POLICY_NOT_SET"
+
+
+def test_a_child_chain_reports_its_last_run_and_a_timeout_reaches_the_parent(
+    stack: Stack, tenant: Tenant, api: Api, queue: str
+) -> None:
+    wid = _wid()
+
+    async def body(client: Client) -> Any:
+        return await client.execute_workflow(Patient.run, wid, id=wid, task_queue=queue)
+
+    assert _run(stack, tenant, queue, body) == "total 6, attempts 3, slow TimeoutError"
+    events = api.event_types(wid)
+    assert events.count("ChildWorkflowExecutionCompleted") == 2
+    assert "ChildWorkflowExecutionTimedOut" in events
+    last_countdown = api.describe(f"{wid}-countdown")
+    assert last_countdown["parent_workflow_id"] == wid
+    assert last_countdown["first_run_id"] != last_countdown["run_id"]
 
 
 def test_a_duplicate_child_id_fails_the_second_start(
