@@ -57,6 +57,8 @@ class WorkflowExecutionDescription:
     memo: dict[str, Any]
     search_attributes: dict[str, Any]
     raw: dict[str, Any]
+    parent_id: str | None = None
+    parent_run_id: str | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> WorkflowExecutionDescription:
@@ -73,6 +75,8 @@ class WorkflowExecutionDescription:
             memo=dict(data.get("memo") or {}),
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
+            parent_id=data.get("parent_workflow_id"),
+            parent_run_id=data.get("parent_run_id"),
         )
 
 

@@ -35,6 +35,15 @@ _current: list[WorkflowInstance] = []
 
 
 @dataclass(frozen=True)
+class ParentInfo:
+    """The workflow that started this one as its child."""
+
+    namespace: str
+    run_id: str
+    workflow_id: str
+
+
+@dataclass(frozen=True)
 class Info:
     """What the run knows about itself (from its WorkflowExecutionStarted event)."""
 
@@ -54,6 +63,7 @@ class Info:
     memo: dict[str, Any] = field(default_factory=dict)
     search_attributes: dict[str, Any] = field(default_factory=dict)
     history_length: int = 0
+    parent: ParentInfo | None = None
 
     def is_continue_as_new_suggested(self) -> bool:
         return self.history_length > 10_000

@@ -41,11 +41,18 @@ class Leaf:
 
     def __init__(self) -> None:
         self.word = ""
+        self.parent = ""
 
     @workflow.run
     async def run(self) -> str:
+        parent = workflow.info().parent
+        self.parent = f"{parent.workflow_id}/{parent.run_id}" if parent else ""
         await workflow.wait_condition(lambda: bool(self.word))
         return f"leaf {self.word}"
+
+    @workflow.query
+    def started_by(self) -> str:
+        return self.parent
 
     @workflow.signal
     def finish(self, word: str) -> None:
@@ -271,8 +278,11 @@ def test_a_three_level_tree_applies_the_parent_close_policy(
         )
         await asyncio.to_thread(wait_until, lambda: _status(api, leaf_id) == leaf_status, 20)
         if policy == "ABANDON":
-            await client.get_workflow_handle(leaf_id).signal(Leaf.finish, "alone")
-            assert await client.get_workflow_handle(leaf_id).result() == "leaf alone"
+            leaf = client.get_workflow_handle(leaf_id)
+            described = await leaf.describe()
+            assert await leaf.query(Leaf.started_by) == f"{described.parent_id}/{described.parent_run_id}"
+            await leaf.signal(Leaf.finish, "alone")
+            assert await leaf.result() == "leaf alone"
         return result
 
     result = _run(stack, tenant, queue, body)
