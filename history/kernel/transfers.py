@@ -207,9 +207,10 @@ def _child_closed(fence: ShardFence, row: TimerTask) -> None:
 def _report_to_parent(child_run: WorkflowExecution) -> None:
     close_event = HistoryEvent.objects.get(run=child_run, event_id=child_run.next_event_id - 1)
     event_type, carried = _CHILD_CLOSE_EVENTS[ExecutionStatus(child_run.status)]
+    assert child_run.parent_run_id is not None
     with transaction.atomic(durable=True):
         try:
-            parent = lock_run(child_run.parent_run_id)  # type: ignore[arg-type]
+            parent = lock_run(child_run.parent_run_id)
         except ChronicleError:
             return  # the parent is gone (retention)
         child = (
