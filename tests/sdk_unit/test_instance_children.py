@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -85,3 +86,61 @@ def test_replay_refuses_a_child_started_with_another_id() -> None:
     history = _child_history("ChildWorkflowExecutionCompleted", result=[payload("yes")])
     with pytest.raises(NondeterminismError, match="kid-2"):
         new_instance(ParentWithOtherChildId).activate(history.events)
+
+
+@workflow.defn(name="Quitter")
+class Quitter:
+    """Gives up on a child that has not started yet, then waits to be told it is done."""
+
+    def __init__(self) -> None:
+        self.signals = 0
+        self.outcome = "waiting"
+
+    @workflow.run
+    async def run(self) -> str:
+        start = asyncio.ensure_future(workflow.start_child_workflow("Kid", id="kid-q"))
+        await workflow.wait_condition(lambda: self.signals >= 1)
+        start.cancel()
+        try:
+            await start
+        except asyncio.CancelledError:
+            self.outcome = "cancelled"
+        await workflow.wait_condition(lambda: self.signals >= 2)
+        return "gave up"
+
+    @workflow.signal
+    def nudge(self) -> None:
+        self.signals += 1
+
+    @workflow.query
+    def state(self) -> str:
+        return self.outcome
+
+
+def test_cancelling_a_starting_child_raises_at_once_and_cancels_it_once_started() -> None:
+    history = HistoryBuilder("Quitter")
+    history.task()
+    wtc = history.completed()
+    initiated = history.add(
+        "StartChildWorkflowExecutionInitiated",
+        workflow_id="kid-q",
+        workflow_type={"name": "Kid"},
+        workflow_task_completed_event_id=wtc,
+    )
+    history.add("WorkflowExecutionSignaled", signal_name="nudge", input=[])
+    history.task()
+    instance = new_instance(Quitter)
+    assert instance.activate(history.events).commands == []
+    assert instance.query("state", []) == payload("cancelled")  # raised at once, without the Started event
+    first_new = len(history.events)
+    history.completed()
+    history.add(
+        "ChildWorkflowExecutionStarted",
+        initiated_event_id=initiated,
+        workflow_execution={"workflow_id": "kid-q", "run_id": "r-q"},
+    )
+    history.task()
+    [command] = instance.activate(history.events[first_new:]).commands
+    assert command["command_type"] == "RequestCancelExternalWorkflowExecution"
+    assert command["attributes"]["execution"] == {"workflow_id": "kid-q", "run_id": "r-q"}
+    assert command["attributes"]["child_workflow_only"] is True
