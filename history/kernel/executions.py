@@ -18,6 +18,7 @@ from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy
 from history.models import (
     ExecutionStatus,
+    PendingChildExecution,
     SignalRequest,
     TimerKind,
     WorkflowExecution,
@@ -145,7 +146,10 @@ def _create_run(
         first_run_id=first_run_id or run_id,
         previous_run_id=previous.run_id if previous else None,
     )
-    _link_parent(execution, req.parent, previous)
+    parent = req.parent or _inherited_parent(previous)
+    if parent is not None:
+        execution.parent_workflow_id = parent.workflow_id
+        execution.parent_run_id = uuid.UUID(parent.run_id)
     mutation = ExecutionMutation(execution, namespace)
     mutation.now = now
     mutation.append(
@@ -168,7 +172,7 @@ def _create_run(
             "original_execution_run_id": str(run_id),
             "continued_execution_run_id": str(previous.run_id) if previous else None,
             "request_id": execution.create_request_id,
-            **_parent_attributes(req.parent),
+            **_parent_attributes(parent),
             **(extra_start_attrs or {}),
         },
     )
@@ -200,16 +204,23 @@ def _create_run(
     return mutation
 
 
-def _link_parent(
-    execution: WorkflowExecution, parent: ParentLink | None, previous: WorkflowExecution | None
-) -> None:
-    """A child's run names its parent; later runs of its chain (retry, continue-as-new) keep it."""
-    if parent is not None:
-        execution.parent_workflow_id = parent.workflow_id
-        execution.parent_run_id = uuid.UUID(parent.run_id)
-    elif previous is not None:
-        execution.parent_workflow_id = previous.parent_workflow_id
-        execution.parent_run_id = previous.parent_run_id
+def _inherited_parent(previous: WorkflowExecution | None) -> ParentLink | None:
+    """Later runs of a child's chain (retry, continue-as-new) keep its parent link."""
+    if previous is None or previous.parent_run_id is None:
+        return None
+    initiated = (
+        PendingChildExecution.objects.filter(
+            run_id=previous.parent_run_id, started_run_id=previous.first_run_id
+        )
+        .values_list("initiated_event_id", flat=True)
+        .first()
+    )
+    return ParentLink(
+        namespace=previous.namespace.name,
+        workflow_id=previous.parent_workflow_id or "",
+        run_id=str(previous.parent_run_id),
+        initiated_event_id=initiated or 0,
+    )
 
 
 def _parent_attributes(parent: ParentLink | None) -> dict[str, Any]:

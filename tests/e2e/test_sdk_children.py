@@ -339,6 +339,11 @@ def test_a_child_chain_reports_its_last_run_and_a_timeout_reaches_the_parent(
     last_countdown = api.describe(f"{wid}-countdown")
     assert last_countdown["parent_workflow_id"] == wid
     assert last_countdown["first_run_id"] != last_countdown["run_id"]
+    # The last run of the chain still names its parent and the parent's Initiated event.
+    countdown_initiated = _event(api, wid, "StartChildWorkflowExecutionInitiated")["event_id"]
+    last_started = _event(api, f"{wid}-countdown", "WorkflowExecutionStarted")["attributes"]
+    assert last_started["parent_workflow_execution"]["workflow_id"] == wid
+    assert last_started["parent_initiated_event_id"] == countdown_initiated
 
 
 def test_a_duplicate_child_id_fails_the_second_start(
