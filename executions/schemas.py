@@ -67,6 +67,14 @@ class PendingActivitySerializer(serializers.Serializer[Any]):
     last_worker_identity = serializers.CharField()
 
 
+class PendingChildSerializer(serializers.Serializer[Any]):
+    workflow_id = serializers.CharField()
+    workflow_type = serializers.CharField()
+    run_id = serializers.UUIDField(allow_null=True, help_text="null until the child has started")
+    initiated_event_id = serializers.IntegerField()
+    parent_close_policy = serializers.CharField()
+
+
 class PendingWorkflowTaskSerializer(serializers.Serializer[Any]):
     scheduled_event_id = serializers.IntegerField()
     started = serializers.BooleanField()
@@ -83,6 +91,9 @@ class ExecutionDescriptionSerializer(ExecutionSummarySerializer):
     pending_activities = PendingActivitySerializer(many=True)
     pending_workflow_task = PendingWorkflowTaskSerializer(allow_null=True)
     sticky_task_queue = serializers.CharField()
+    parent_workflow_id = serializers.CharField(allow_null=True)
+    parent_run_id = serializers.UUIDField(allow_null=True)
+    pending_children = PendingChildSerializer(many=True)
 
 
 class HistoryPageSerializer(serializers.Serializer[Any]):

@@ -10,7 +10,13 @@ from django.db.models import Q, QuerySet
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel.responses import serialize_event
-from history.models import ExecutionStatus, HistoryEvent, PendingActivity, WorkflowExecution
+from history.models import (
+    ExecutionStatus,
+    HistoryEvent,
+    PendingActivity,
+    PendingChildExecution,
+    WorkflowExecution,
+)
 from namespaces.models import Namespace
 
 HISTORY_MAX_PAGE = 256
@@ -86,7 +92,23 @@ def execution_describe(ex: WorkflowExecution) -> dict[str, Any]:
         if ex.wft_scheduled_event_id
         else None,
         "sticky_task_queue": ex.sticky_task_queue,
+        "parent_workflow_id": ex.parent_workflow_id,
+        "parent_run_id": str(ex.parent_run_id) if ex.parent_run_id else None,
+        "pending_children": _pending_children(ex),
     }
+
+
+def _pending_children(ex: WorkflowExecution) -> list[dict[str, Any]]:
+    return [
+        {
+            "workflow_id": c.workflow_id,
+            "workflow_type": c.workflow_type,
+            "run_id": str(c.started_run_id) if c.started_run_id else None,
+            "initiated_event_id": c.initiated_event_id,
+            "parent_close_policy": c.parent_close_policy,
+        }
+        for c in PendingChildExecution.objects.filter(run=ex).order_by("initiated_event_id")
+    ]
 
 
 def history_page(

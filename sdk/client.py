@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from urllib.parse import quote
 
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._runtime.definition import workflow_name
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
@@ -41,23 +41,6 @@ def default_identity() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
 
 
-def workflow_name(workflow: str | Callable[..., Any]) -> str:
-    """A run method's workflow name (what ``@workflow.defn`` recorded) or a string as is."""
-    if isinstance(workflow, str):
-        return workflow
-    owner = getattr(workflow, "__chronicle_workflow_name__", None)
-    if isinstance(owner, str):
-        return owner
-    qualname = getattr(workflow, "__qualname__", "")
-    cls_name = qualname.split(".")[0] if "." in qualname else qualname
-    module = sys.modules.get(workflow.__module__)
-    cls = getattr(module, cls_name, None)
-    name = getattr(cls, "__chronicle_workflow_name__", None) or getattr(
-        getattr(cls, "__chronicle_workflow_definition__", None), "name", None
-    )
-    return str(name or cls_name)
-
-
 @dataclass(frozen=True)
 class WorkflowExecutionDescription:
     """What ``describe()`` returns: the execution's status, identity, times and metadata."""
@@ -74,6 +57,8 @@ class WorkflowExecutionDescription:
     memo: dict[str, Any]
     search_attributes: dict[str, Any]
     raw: dict[str, Any]
+    parent_id: str | None = None
+    parent_run_id: str | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> WorkflowExecutionDescription:
@@ -90,6 +75,8 @@ class WorkflowExecutionDescription:
             memo=dict(data.get("memo") or {}),
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
+            parent_id=data.get("parent_workflow_id"),
+            parent_run_id=data.get("parent_run_id"),
         )
 
 
