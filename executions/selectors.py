@@ -8,11 +8,12 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from chronicle.errors import ChronicleError, ErrorCode, invalid
+from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
 from history.kernel.responses import serialize_event
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
+    Payload,
     PendingActivity,
     PendingChildExecution,
     WorkflowExecution,
@@ -20,6 +21,7 @@ from history.models import (
 from namespaces.models import Namespace
 
 HISTORY_MAX_PAGE = 256
+DIGEST_CHARS = frozenset("0123456789abcdef")
 LIST_MAX_PAGE = 1000
 
 
@@ -179,3 +181,13 @@ def execution_list(
     rows = rows[:page_size]
     next_cursor = f"{rows[-1].start_time.isoformat()}|{rows[-1].run_id}" if more else None
     return [execution_summary(r) for r in rows], next_cursor
+
+
+def payload_get(namespace: Namespace, digest: str) -> dict[str, Any]:
+    """A stored payload's full value, looked up by the digest an event's reference names."""
+    if len(digest) != 64 or not set(digest) <= DIGEST_CHARS:
+        raise invalid("digest must be a lowercase hex SHA-256 (64 characters)", field="digest")
+    payload = Payload.objects.filter(namespace=namespace, digest=digest).first()
+    if payload is None:
+        raise not_found(f"payload {digest} not found")
+    return {"sha256": payload.digest, "size_bytes": payload.size, "payload": payload.data}

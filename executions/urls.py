@@ -9,6 +9,7 @@ _r = _w + "/runs/<str:run_id>"
 urlpatterns = [
     path("workflows", api.WorkflowListApi.as_view(), name="workflows"),
     path("signal-with-start", api.SignalWithStartApi.as_view()),
+    path("payloads/<str:digest>", api.PayloadApi.as_view()),
     path("batch-operations", batch_api.BatchListApi.as_view()),
     path("batch-operations/<str:job_id>", batch_api.BatchDetailApi.as_view()),
     path("batch-operations/<str:job_id>/stop", batch_api.BatchStopApi.as_view()),

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.definition import workflow_name
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -97,6 +98,8 @@ class Client:
         self.data_converter = data_converter
         self.identity = identity
         self.namespace = transport.namespace
+        # Events name payloads past the server's inline limit by digest; this fetches them.
+        self.payload_refs = PayloadRefResolver(transport)
 
     @classmethod
     async def connect(
@@ -340,7 +343,7 @@ class WorkflowHandle:
                 or {}
             )
             run_id = run_id or page.get("run_id")
-            events = page.get("events") or []
+            events = await self.client.payload_refs.resolve(page.get("events") or [])
             for event in events:
                 after = max(after, int(event["event_id"]))
                 if event["event_type"] not in CLOSE_EVENTS:
@@ -476,7 +479,7 @@ class WorkflowHandle:
                 )
                 or {}
             )
-            for event in page.get("events") or []:
+            for event in await self.client.payload_refs.resolve(page.get("events") or []):
                 yield event
             cursor = page.get("next_after_event_id")
             if not cursor:
