@@ -33,8 +33,9 @@ __all__ = [
     "validate_cron",
 ]
 
-_MONTHS = {m: i for i, m in enumerate("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(), 1)}
-_WEEKDAYS = {d: i for i, d in enumerate("SUN MON TUE WED THU FRI SAT".split())}
+_MONTH_NAMES = "JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC"
+_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(), 1)}
+_WEEKDAYS = {d: i for i, d in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 _SHORTHANDS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -120,7 +121,7 @@ class CronSchedule:
 
 def _first_of_next_month(moment: datetime) -> datetime:
     year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
-    return datetime(year, month, 1)
+    return moment.replace(year=year, month=month, day=1, hour=0, minute=0)
 
 
 def _to_utc(wall: datetime, zone: ZoneInfo) -> datetime | None:
@@ -173,7 +174,9 @@ def _every(text: str, zone: ZoneInfo) -> CronSchedule:
     # Whole seconds, at least one (the standard parser's rule).
     interval = timedelta(seconds=max(1, math.floor(seconds)))
     everything = frozenset[int]()
-    return CronSchedule(everything, everything, everything, everything, everything, True, True, zone, interval)
+    return CronSchedule(
+        everything, everything, everything, everything, everything, True, True, zone, interval
+    )
 
 
 def _duration_seconds(text: str) -> float:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
 from sdk._runtime.definition import (
     DEFINITION_ATTR,
@@ -51,10 +51,23 @@ class Info:
     retry_policy: RetryPolicy | None = None
     memo: dict[str, Any] = field(default_factory=dict)
     search_attributes: dict[str, Any] = field(default_factory=dict)
+    cron_schedule: str = ""
+    # As of the current workflow task (its WorkflowTaskStarted event).
     history_length: int = 0
+    history_size: int = 0
+    continue_as_new_suggested: bool = False
+
+    def get_current_history_length(self) -> int:
+        """Events in the history so far, as of the current workflow task."""
+        return _live(self).history_length
+
+    def get_current_history_size(self) -> int:
+        """The history's size in bytes, as of the current workflow task."""
+        return _live(self).history_size
 
     def is_continue_as_new_suggested(self) -> bool:
-        return self.history_length > 10_000
+        """True once the server says the history passed the namespace's suggestion threshold."""
+        return _live(self).continue_as_new_suggested
 
 
 class ActivityCancellationType(IntEnum):
@@ -70,6 +83,13 @@ def _bound(instance: WorkflowInstance) -> Iterator[None]:
         yield
     finally:
         _current.pop()
+
+
+def _live(info: Info) -> Info:
+    """The running instance's current Info when ``info`` is a copy of it taken earlier."""
+    if _current and _current[-1].info.run_id == info.run_id:
+        return _current[-1].info
+    return info
 
 
 def _instance() -> WorkflowInstance:
@@ -292,22 +312,45 @@ def continue_as_new(
     arg: Any = None,
     *,
     args: Sequence[Any] = (),
+    workflow: Any = None,
     task_queue: str | None = None,
     run_timeout: timedelta | None = None,
-    workflow: Any = None,
-) -> Any:
-    """Close this run and start a fresh one with new arguments (raises; never returns)."""
+    task_timeout: timedelta | None = None,
+    backoff_start_interval: timedelta | None = None,
+    retry_policy: RetryPolicy | None = None,
+    memo: dict[str, Any] | None = None,
+    search_attributes: dict[str, Any] | None = None,
+) -> NoReturn:
+    """Close this run and start a fresh one with new arguments (raises; never returns).
+
+    Unset options keep the current run's: workflow type, task queue and timeouts on
+    the server; memo, search attributes (with upserts) and retry policy here, as
+    Temporal's SDKs do.
+    """
     instance = _instance()
+    info = instance.info
+    converter = instance.converter
     values = list(args) if args else ([] if arg is None else [arg])
-    workflow_type = workflow if isinstance(workflow, str) else instance.info.workflow_type
-    raise ContinueAsNewRequest(
-        {
-            "workflow_type": {"name": workflow_type},
-            "task_queue": {"name": task_queue or instance.info.task_queue},
-            "input": instance.converter.to_payloads(values),
-            "workflow_run_timeout": to_seconds(run_timeout),
-        }
-    )
+    policy = retry_policy or info.retry_policy
+    attributes: dict[str, Any] = {
+        "workflow_type": {"name": _workflow_type_name(workflow) if workflow else info.workflow_type},
+        "task_queue": {"name": task_queue or info.task_queue},
+        "input": converter.to_payloads(values),
+        "workflow_run_timeout": to_seconds(run_timeout),
+        "workflow_task_timeout": to_seconds(task_timeout),
+        "backoff_start_interval": to_seconds(backoff_start_interval),
+        "memo": dict(info.memo) if memo is None else {k: converter.to_payload(v) for k, v in memo.items()},
+        "search_attributes": dict(info.search_attributes if search_attributes is None else search_attributes),
+        "retry_policy": policy.to_wire() if policy else None,
+    }
+    raise ContinueAsNewRequest(attributes)
+
+
+def _workflow_type_name(workflow: Any) -> str:
+    """A workflow name, class or run method as the workflow type name it was registered under."""
+    from sdk.client import workflow_name  # the client imports this module
+
+    return workflow_name(workflow)
 
 
 class _ReplaySilentFilter(logging.Filter):

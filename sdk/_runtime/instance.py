@@ -194,7 +194,7 @@ class WorkflowInstance:
             if kind in EVENT_COMMANDS:
                 self._match(event)
             elif kind == "WorkflowTaskStarted":
-                self.info = dataclasses.replace(self.info, history_length=self.last_event_id)
+                self._note_history_growth(event)
                 following = history[index + 1]["event_type"] if index + 1 < len(history) else None
                 if following in ("WorkflowTaskFailed", "WorkflowTaskTimedOut"):
                     continue
@@ -203,6 +203,16 @@ class WorkflowInstance:
                 self._jobs.append(event)
         self.is_replaying = False
         return self._activation()
+
+    def _note_history_growth(self, started: dict[str, Any]) -> None:
+        """What ``info()`` reports about the history, as of this workflow task."""
+        attrs = started.get("attributes") or {}
+        self.info = dataclasses.replace(
+            self.info,
+            history_length=self.last_event_id,
+            history_size=int(attrs.get("history_size_bytes") or 0),
+            continue_as_new_suggested=bool(attrs.get("suggest_continue_as_new")),
+        )
 
     def resolve_local_activity(self, seq: int, result: LocalActivityResult) -> Activation:
         """Record a local activity's outcome as a marker, wake its caller, and run code again."""
@@ -594,6 +604,10 @@ class WorkflowInstance:
         return use_new or deprecated
 
     def upsert_search_attributes(self, attributes: dict[str, Any]) -> None:
+        # The server merges the same way; a None or empty value removes the attribute.
+        merged = {**self.info.search_attributes, **attributes}
+        current = {k: v for k, v in merged.items() if v is not None and v != []}
+        self.info = dataclasses.replace(self.info, search_attributes=current)
         self._issue(
             "UpsertWorkflowSearchAttributes",
             {"search_attributes": attributes},

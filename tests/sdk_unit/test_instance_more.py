@@ -122,6 +122,11 @@ def test_continue_as_new_with_dataclass_argument() -> None:
                 "task_queue": {"name": "q"},
                 "input": [payload({"count": 2})],
                 "workflow_run_timeout": None,
+                "workflow_task_timeout": None,
+                "backoff_start_interval": None,
+                "memo": {},
+                "search_attributes": {},
+                "retry_policy": None,
             },
         }
     ]

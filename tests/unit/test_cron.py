@@ -10,7 +10,9 @@ from history.cron import CronError, cron_backoff_seconds, next_cron_time, parse_
 
 
 def at(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC) if "+" not in text else datetime.fromisoformat(text)
+    return (
+        datetime.fromisoformat(text).replace(tzinfo=UTC) if "+" not in text else datetime.fromisoformat(text)
+    )
 
 
 @pytest.mark.parametrize(
@@ -124,7 +126,7 @@ def test_an_expression_that_never_matches_is_refused() -> None:
 
 def test_naive_datetimes_are_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        next_cron_time("* * * * *", datetime(2026, 1, 1))
+        next_cron_time("* * * * *", datetime(2026, 1, 1, tzinfo=UTC).replace(tzinfo=None))
 
 
 def test_backoff_waits_for_the_next_time_rounded_up_to_seconds() -> None:
