@@ -23,6 +23,7 @@ from sdk._runtime.definition import (
     SIGNAL_ATTR,
     WorkflowDefinition,
 )
+from sdk._failure import failure_to_exception
 from sdk._runtime.instance import ActivityState, ContinueAsNewRequest, WorkflowInstance
 from sdk.common import RetryPolicy, to_seconds
 from sdk.converter import return_hint
@@ -306,6 +307,24 @@ def upsert_search_attributes(attributes: dict[str, Any]) -> None:
 
 def memo() -> dict[str, Any]:
     return dict(_instance().info.memo)
+
+
+def has_last_completion_result() -> bool:
+    """True in a cron run (or its retry) after an earlier run of the chain completed with a result."""
+    return _instance().last_completion_result is not None
+
+
+def get_last_completion_result(type_hint: Any = None) -> Any:
+    """The result of the chain's last completed cron run, or None."""
+    instance = _instance()
+    return instance.converter.from_result(instance.last_completion_result, type_hint)
+
+
+def get_last_failure() -> BaseException | None:
+    """The failure of the run before this one (a retried or failed cron run), or None."""
+    instance = _instance()
+    failure = instance.continued_failure
+    return failure_to_exception(failure, instance.converter) if failure else None
 
 
 def continue_as_new(

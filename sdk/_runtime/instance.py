@@ -175,6 +175,9 @@ class WorkflowInstance:
         self._local_requests: list[LocalActivityRequest] = []
         self._recorded_locals: dict[int, dict[str, Any]] = {}
         self._replayed_locals: set[int] = set()
+        # Handed on by the previous run of a cron chain (or a retry): raw payloads / failure.
+        self.last_completion_result: list[dict[str, Any]] | None = None
+        self.continued_failure: dict[str, Any] | None = None
 
     # -- the seam the worker calls -------------------------------------------------------------
 
@@ -425,6 +428,8 @@ class WorkflowInstance:
         from sdk import workflow
 
         run_fn = self.definition.run_fn
+        self.last_completion_result = attrs.get("last_completion_result")
+        self.continued_failure = attrs.get("continued_failure")
         args = self.converter.from_payloads(attrs.get("input"), parameter_hints(run_fn, skip_self=True))
         with workflow._bound(self):
             self._object = self.definition.cls(*(args if self.definition.init_takes_args else []))
