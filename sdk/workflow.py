@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from enum import IntEnum
 from typing import Any, NoReturn, TypeVar, overload
 
+from sdk._failure import failure_to_exception
 from sdk._runtime.definition import (
     DEFINITION_ATTR,
     INIT_ATTR,
@@ -23,7 +24,6 @@ from sdk._runtime.definition import (
     SIGNAL_ATTR,
     WorkflowDefinition,
 )
-from sdk._failure import failure_to_exception
 from sdk._runtime.instance import ActivityState, ContinueAsNewRequest, WorkflowInstance
 from sdk.common import RetryPolicy, to_seconds
 from sdk.converter import return_hint

@@ -422,7 +422,9 @@ class WorkflowInstance:
             if handle is not None:
                 self.loop.fire_timer(handle)
         elif kind == "WorkflowExecutionCancelRequested" and self._main is not None:
-            self._main.cancel()
+            # After the run method's first step: a task cancelled before it starts would end
+            # without entering the method, so no close command would ever be sent.
+            self.loop.call_soon(self._main.cancel)
 
     def _start_workflow(self, attrs: dict[str, Any]) -> None:
         from sdk import workflow

@@ -4,6 +4,7 @@ the server's suggestion to continue, the minimal interval, and signals during th
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -120,7 +121,7 @@ def test_a_chain_of_fifty_runs_carries_options_and_result_follows_it(
     assert [r["status"] for r in runs] == ["ContinuedAsNew"] * (CHAIN - 1) + ["Completed"]
     assert {r["first_run_id"] for r in runs} == {first_run}
     assert runs[0]["previous_run_id"] is None
-    for earlier, later in zip(runs, runs[1:], strict=False):
+    for earlier, later in itertools.pairwise(runs):
         assert later["previous_run_id"] == earlier["run_id"]
     assert result["continued_run_id"] == runs[-2]["run_id"]
     assert api.describe(wid)["run_id"] == runs[-1]["run_id"]  # the latest run is the current one

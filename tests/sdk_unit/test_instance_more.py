@@ -241,3 +241,20 @@ def test_wait_for_timeout_then_wait_cancellation_completed() -> None:
             "attributes": {"result": [payload(f"timed out at {last}")]},
         }
     ]
+
+
+@workflow.defn
+class Napper:
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.sleep(timedelta(seconds=5))
+        return "rested"
+
+
+def test_a_cancel_that_arrives_with_the_first_task_cancels_the_run() -> None:
+    # A cron run or a delayed start can be cancelled before its first workflow task.
+    history = HistoryBuilder("Napper")
+    history.add("WorkflowExecutionCancelRequested", cause="")
+    history.task()
+    activation = new_instance(Napper).activate(history.events)
+    assert command_types(activation.commands) == ["CancelWorkflowExecution"]
