@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -56,6 +58,31 @@ class Grower:
             await workflow.sleep(timedelta(milliseconds=10))
             steps += 1
         workflow.continue_as_new(steps)
+
+
+_slow_close = threading.Event()
+
+
+@workflow.defn
+class Collector:
+    """Gathers signalled items, then hands them to a fresh run; the first close is slow."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    @workflow.signal
+    def add(self, item: str) -> None:
+        self.items.append(item)
+
+    @workflow.run
+    async def run(self, carried: list[str]) -> list[str]:
+        if carried:
+            return carried
+        await workflow.wait_condition(lambda: bool(self.items))
+        if not _slow_close.is_set():
+            _slow_close.set()
+            time.sleep(1.5)  # hold the closing task open while the test signals again
+        workflow.continue_as_new(list(self.items))
 
 
 async def _with_worker(
@@ -243,3 +270,34 @@ def test_bad_continue_as_new_attributes_fail_the_task_not_the_run(
     assert _run(api, wid, first)["status"] == "Running"
     r = api.get("/workflows", workflow_id=wid)
     assert len(r.json()["executions"]) == 1  # no second run was created
+
+
+def test_an_sdk_worker_sees_a_signal_that_arrived_during_its_closing_task(
+    stack: Stack, make_tenant: Callable[..., Tenant], queue: str
+) -> None:
+    tenant = make_tenant(workflow_id_reuse_minimal_interval=0)
+    api = Api(stack, tenant)
+    wid = _wid()
+
+    def signal_while_closing() -> None:
+        wait_until(lambda: "WorkflowTaskStarted" in api.event_types(wid), timeout=30)
+        r = api.post(f"/workflows/{wid}/signal", {"signal_name": "add", "input": [_payload("b")]})
+        assert r.status_code == 200, r.text
+
+    async def body(client: Client) -> tuple[list[str], str]:
+        handle = await client.start_workflow(
+            Collector.run, [], id=wid, task_queue=queue, start_signal="add", start_signal_args=["a"]
+        )
+        await asyncio.to_thread(signal_while_closing)
+        return await handle.result(), handle.run_id or ""
+
+    result, first_run = asyncio.run(_with_worker(stack, tenant, queue, [Collector], body))
+    assert result == ["a", "b"]  # nothing lost: the new run got both items
+    events = _run_events(api, wid, first_run)
+    failed = [e for e in events if e["event_type"] == "WorkflowTaskFailed"]
+    assert [f["attributes"]["cause"] for f in failed] == ["WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND"]
+    assert events[-1]["event_type"] == "WorkflowExecutionContinuedAsNew"
+
+
+def _payload(value: Any) -> dict[str, Any]:
+    return {"metadata": {"encoding": "json/plain"}, "data": value}
