@@ -442,6 +442,7 @@ def continue_as_new_txn(
     """
     ex = mutation.execution
     header = attrs.get("header") or {}
+    requested_backoff = float(attrs.get("backoff_start_interval") or 0)
     req = StartRequest(
         workflow_id=ex.workflow_id,
         workflow_type=(attrs.get("workflow_type") or {}).get("name") or ex.workflow_type,
@@ -454,7 +455,7 @@ def continue_as_new_txn(
         search_attributes=attrs.get("search_attributes") or {},
         retry_policy=attrs.get("retry_policy"),
         cron_schedule=attrs.get("cron_schedule") or "",
-        start_delay=_continue_as_new_backoff(mutation, float(attrs.get("backoff_start_interval") or 0)),
+        start_delay=_continue_as_new_backoff(mutation, requested_backoff),
     )
     new = _start_follower(
         mutation,
@@ -473,7 +474,7 @@ def continue_as_new_txn(
             "input": req.input,
             "workflow_run_timeout": req.run_timeout,
             "workflow_task_timeout": req.task_timeout,
-            "backoff_start_interval": req.start_delay,
+            "backoff_start_interval": requested_backoff,
             "initiator": "WORKFLOW",
             "header": header,
             "memo": req.memo,

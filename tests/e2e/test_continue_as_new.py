@@ -214,9 +214,10 @@ def test_default_namespace_spaces_runs_at_least_a_second_apart(
     r = worker.complete_workflow_task(task, command("ContinueAsNewWorkflowExecution", input=[]))
     assert r.status_code == 200, r.text
     new_run = _run(api, wid, first)["new_run_id"]
+    assert _run_events(api, wid, first)[-1]["attributes"]["backoff_start_interval"] == 0  # as asked
     started = _run_events(api, wid, new_run)
     backoff = started[0]["attributes"]["first_workflow_task_backoff"]
-    assert 0 < backoff <= 1.0
+    assert 0 < backoff <= 1.0  # as enforced
     assert [e["event_type"] for e in started] == ["WorkflowExecutionStarted"]  # held back
     task = worker.poll_workflow_task()
     assert task["workflow_execution"]["run_id"] == new_run
