@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from chronicle.errors import ChronicleError
+from chronicle.errors import ChronicleError, ErrorCode
 from history import kernel
 from history.cron import next_cron_time
 from history.kernel import ShardFence, fire_timers
@@ -112,3 +112,25 @@ def test_cancel_ends_the_chain_and_so_does_the_execution_expiration(command_type
 def test_a_schedule_that_never_matches_is_refused() -> None:
     with pytest.raises(ChronicleError, match="never matches"):
         start_cron("0 0 31 2 *")
+
+
+def test_a_query_fails_fast_while_the_first_task_waits_past_its_deadline() -> None:
+    run = start_cron("0 0 29 2 *")  # the next leap day: far beyond any query deadline
+    with pytest.raises(ChronicleError, match="nothing to query yet") as refused:
+        kernel.create_query(
+            run.namespace, workflow_id=run.workflow_id, run_id=None, query_type="q", query_args=[]
+        )
+    assert refused.value.code == ErrorCode.CONFLICT
+
+
+def test_a_query_during_a_short_backoff_rides_on_the_first_task() -> None:
+    namespace = NamespaceFactory()
+    request = kernel.StartRequest(workflow_id="soon", workflow_type="Report", task_queue="q", start_delay=1)
+    run = WorkflowExecution.objects.get(run_id=kernel.start_workflow_execution(namespace, request).run_id)
+    query = kernel.create_query(namespace, workflow_id="soon", run_id=None, query_type="state", query_args=[])
+    assert query.buffered
+    Shard.objects.update_or_create(shard_id=run.shard_id, defaults={"range_id": 1})
+    backoff = TimerTask.objects.get(run=run, kind=TimerKind.WORKFLOW_BACKOFF)
+    assert fire_timers(ShardFence(run.shard_id, 1), [(backoff.id, str(run.run_id))]) == 1
+    task = poll_once(namespace, "q", "workflow", "test-worker")
+    assert task is not None and str(query.id) in task["queries"]
