@@ -16,7 +16,8 @@ from history.kernel._mutation import (
     continue_as_new_suggestion,
     lock_run,
 )
-from history.kernel.commands import CommandRejected, apply_commands, validate_command_list
+from history.kernel.command_checks import CommandRejected
+from history.kernel.commands import apply_commands, validate_command_list
 from history.kernel.queries import (
     answer_buffered_queries_txn,
     buffered_queries,
