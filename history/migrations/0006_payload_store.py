@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('history', '0004_merge_0003_child_workflows_0003_reset_links'),
-        ('namespaces', '0002_payload_store_and_archival'),
+        ('history', '0005_cron_schedule'),
+        ('namespaces', '0003_payload_store_and_archival'),
     ]
 
     operations = [
