@@ -55,6 +55,11 @@ class WorkflowExecution(models.Model):
     new_run_id = models.UUIDField(null=True, blank=True)
     parent_workflow_id = models.CharField(max_length=1000, null=True, blank=True)
     parent_run_id = models.UUIDField(null=True, blank=True)
+    # Reset links: a reset run names its base run and the event it was reset to;
+    # a base (and the run a reset terminated) names the run it was reset to.
+    reset_base_run_id = models.UUIDField(null=True, blank=True)
+    reset_event_id = models.BigIntegerField(default=0)
+    reset_run_id = models.UUIDField(null=True, blank=True)
     signal_count = models.IntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
     # Events with outside causes that arrived while a workflow task was in flight.

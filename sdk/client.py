@@ -427,6 +427,36 @@ class WorkflowHandle:
             body["details"] = self.client.data_converter.to_payloads(list(details))
         await self.client.transport.post(self._path("/terminate"), body)
 
+    async def reset(
+        self,
+        event_id: int | None = None,
+        *,
+        reset_type: str | None = None,
+        reason: str,
+        reapply_signals: bool = True,
+    ) -> str:
+        """Reset to a workflow task and return the new run's id.
+
+        Give ``event_id`` (a ``WorkflowTaskCompleted`` event of this run) or ``reset_type``
+        ``"FirstWorkflowTask"`` / ``"LastWorkflowTask"``. The open run, if any, is
+        terminated with ``reason``; signals that came after the point are sent again
+        unless ``reapply_signals`` is false. Safe to retry: one request id per call.
+        """
+        if (event_id is None) == (reset_type is None):
+            raise ValueError("give exactly one of event_id and reset_type")
+        body: dict[str, Any] = {
+            "reason": reason,
+            "reapply_signals": reapply_signals,
+            "request_id": str(uuid.uuid4()),
+            "identity": self.client.identity,
+        }
+        if event_id is not None:
+            body["event_id"] = event_id
+        else:
+            body["reset_type"] = reset_type
+        answer = await self.client.transport.post(self._path("/reset"), body) or {}
+        return str(answer["run_id"])
+
     async def describe(self) -> WorkflowExecutionDescription:
         data = await self.client.transport.get(self._path()) or {}
         return WorkflowExecutionDescription.from_wire(data)

@@ -178,12 +178,17 @@ def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int,
     attrs = a.get("search_attributes")
     if not isinstance(attrs, dict):
         raise CommandRejected("BAD_SEARCH_ATTRIBUTES", "search_attributes must be an object")
-    merged = {**m.execution.search_attributes, **attrs}
-    m.execution.search_attributes = {k: v for k, v in merged.items() if v is not None and v != []}
+    m.execution.search_attributes = merge_search_attributes(m.execution.search_attributes, attrs)
     m.append(
         "UpsertWorkflowSearchAttributes",
         {"search_attributes": attrs, "workflow_task_completed_event_id": wtc},
     )
+
+
+def merge_search_attributes(current: dict[str, Any], upsert: dict[str, Any]) -> dict[str, Any]:
+    """An upsert overrides keys; a null or empty list removes the key (Temporal's rule)."""
+    merged = {**current, **upsert}
+    return {k: v for k, v in merged.items() if v is not None and v != []}
 
 
 def _complete(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:

@@ -193,14 +193,7 @@ def _create_run(
         mutation.add_timer(TimerKind.WORKFLOW_BACKOFF, execution.execution_time)
     else:
         mutation.schedule_workflow_task()
-    if run_timeout:
-        # The run's clock starts when its first workflow task may be scheduled.
-        run_deadline = execution.execution_time + timedelta(seconds=run_timeout)
-        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, run_deadline)
-    if expiration and (
-        not run_timeout or expiration > execution.execution_time + timedelta(seconds=run_timeout)
-    ):
-        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, expiration)
+    arm_workflow_timeouts(mutation)
     return mutation
 
 
@@ -231,6 +224,18 @@ def _parent_attributes(parent: ParentLink | None) -> dict[str, Any]:
         "parent_workflow_execution": {"workflow_id": parent.workflow_id, "run_id": parent.run_id},
         "parent_initiated_event_id": parent.initiated_event_id,
     }
+
+
+def arm_workflow_timeouts(mutation: ExecutionMutation) -> None:
+    """The run-timeout and execution-timeout timers of a new run (or a reset one)."""
+    ex = mutation.execution
+    run_deadline = ex.execution_time + timedelta(seconds=ex.run_timeout) if ex.run_timeout else None
+    if run_deadline is not None:
+        # The run's clock starts when its first workflow task may be scheduled.
+        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, run_deadline)
+    expiration = ex.execution_expiration_time
+    if expiration and (run_deadline is None or expiration > run_deadline):
+        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, expiration)
 
 
 def validate_start(namespace: Namespace, req: StartRequest) -> None:

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('history', '0002_query_buffering'),
+        ('history', '0003_reset_links'),
     ]
 
     operations = [
