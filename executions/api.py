@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.db import connection
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -47,7 +48,13 @@ class NamespaceApi(APIView):
 
 
 def _wait_for(key: str, timeout: float) -> None:
-    """Block this request's thread until ``key`` is notified (or timeout)."""
+    """Block this request's thread until ``key`` is notified (or timeout).
+
+    The request's database connection goes back to the pool first: a long poll waits on
+    the listener, not on the database, and many waiting clients must not hold the pool.
+    """
+    if not connection.in_atomic_block:
+        connection.close()
 
     async def wait() -> None:
         hub.ensure_listening(conninfo)
