@@ -39,6 +39,9 @@ class Worker:
         max_concurrent_activities: int = 100,
         max_concurrent_workflow_tasks: int = 100,
         max_cached_workflows: int = 1000,
+        max_concurrent_workflow_task_polls: int = 5,
+        nonsticky_to_sticky_poll_ratio: float = 0.2,
+        max_concurrent_activity_task_polls: int = 5,
         identity: str | None = None,
         sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
     ) -> None:
@@ -50,6 +53,11 @@ class Worker:
         self.max_concurrent_activities = max_concurrent_activities
         self.max_concurrent_workflow_tasks = max_concurrent_workflow_tasks
         self.max_cached_workflows = max_cached_workflows
+        if max_concurrent_workflow_task_polls < 1 or max_concurrent_activity_task_polls < 1:
+            raise ValueError("a worker needs at least one poll of each kind")
+        self.max_concurrent_workflow_task_polls = max_concurrent_workflow_task_polls
+        self.nonsticky_to_sticky_poll_ratio = nonsticky_to_sticky_poll_ratio
+        self.max_concurrent_activity_task_polls = max_concurrent_activity_task_polls
         self.sticky_schedule_to_start_timeout = sticky_queue_schedule_to_start_timeout
         self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
         self.workflow_runner = WorkflowRunner(self, workflows) if workflows else None
@@ -60,7 +68,8 @@ class Worker:
     async def run(self) -> None:
         """Poll until :meth:`shutdown`; then finish what is in flight and return (a worker runs once)."""
         if self.activities is not None:
-            self._pollers.append(asyncio.create_task(self.activities.poll_loop(self._stopping)))
+            for _ in range(self.max_concurrent_activity_task_polls):
+                self._pollers.append(asyncio.create_task(self.activities.poll_loop(self._stopping)))
         self._pollers.extend(self._workflow_pollers())
         log.info("worker %s polling task queue %r", self.identity, self.task_queue)
         try:
@@ -108,7 +117,8 @@ class Worker:
         )
 
     async def backoff(self, what: str, exc: BaseException, failures: int, stopping: asyncio.Event) -> None:
-        delay = min(REPORT_BACKOFF_MAX, 0.5 * 2 ** min(failures, 6)) * (0.5 + random.random() / 2)
+        """Wait before retrying: 0.1 s after a first failure (a dropped connection), doubling to 30 s."""
+        delay = min(REPORT_BACKOFF_MAX, 0.1 * 2 ** min(failures - 1, 9)) * (0.5 + random.random() / 2)
         log.warning("%s failed (%s: %s); retrying in %.1fs", what, type(exc).__name__, exc, delay)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), delay)

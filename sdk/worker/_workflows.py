@@ -70,10 +70,16 @@ class WorkflowRunner:
         self.in_flight: set[asyncio.Task[None]] = set()
 
     def pollers(self, stopping: asyncio.Event) -> list[asyncio.Task[None]]:
-        return [
-            asyncio.create_task(self._poll_loop(self.worker.task_queue, stopping)),
-            asyncio.create_task(self._poll_loop(self.sticky_queue, stopping)),
-        ]
+        """Concurrent long polls split between the task queue and this worker's sticky queue.
+
+        Most tasks of a running workflow arrive on the sticky queue, so it gets the larger
+        share; each queue always has at least one poll.
+        """
+        total = self.worker.max_concurrent_workflow_task_polls
+        normal = max(1, round(total * self.worker.nonsticky_to_sticky_poll_ratio))
+        sticky = max(1, total - normal)
+        queues = [self.worker.task_queue] * normal + [self.sticky_queue] * sticky
+        return [asyncio.create_task(self._poll_loop(queue, stopping)) for queue in queues]
 
     async def _poll_loop(self, queue: str, stopping: asyncio.Event) -> None:
         path = f"/task-queues/{quote(queue, safe='')}/workflow-tasks/poll"
