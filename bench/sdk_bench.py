@@ -36,7 +36,7 @@ from run_bench import free_port, python_exe, stop_procs, with_db
 from sdk_bench_workloads import Json, Plan, measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's sdk, installed or not
-from sdk.client import Client  # noqa: E402
+from sdk.client import Client
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -98,7 +98,12 @@ def prepare_chronicle(env: dict[str, str]) -> str:
         'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
     )
     out = subprocess.run(
-        [py, "manage.py", "shell", "-c", snippet], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+        [py, "manage.py", "shell", "-c", snippet],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return out.stdout.strip().splitlines()[-1].strip()
 
@@ -309,7 +314,8 @@ def profile_text(chronicle: Json) -> str:
     if chronicle.get("worker_profile"):
         lines.append("SDK worker, own time by function (cProfile):")
         lines += [
-            f"  {r['own_share']:6.1%}  {r['function']}  calls={r['calls']}" for r in chronicle["worker_profile"]
+            f"  {r['own_share']:6.1%}  {r['function']}  calls={r['calls']}"
+            for r in chronicle["worker_profile"]
         ]
     if chronicle.get("frontend_profile"):
         lines.append("one frontend process, samples by leaf frame (py-spy):")
@@ -341,7 +347,9 @@ def main(argv: list[str]) -> int:
     RESULTS.mkdir(exist_ok=True)
     systems = {s.strip() for s in args.systems.split(",")}
     results: Json = {"plan": plan.__dict__}
-    results["chronicle"] = run_chronicle(args.database_url, plan, args.profile) if "chronicle" in systems else {}
+    results["chronicle"] = (
+        run_chronicle(args.database_url, plan, args.profile) if "chronicle" in systems else {}
+    )
     results["dbos"] = run_dbos(args.database_url, plan) if "dbos" in systems else {}
     (RESULTS / "sdk_latest.json").write_text(json.dumps(results, indent=2) + "\n")
     print(table(results["chronicle"], results["dbos"], plan))

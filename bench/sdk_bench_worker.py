@@ -63,7 +63,12 @@ async def serve() -> None:
         api_key=os.environ["CHRONICLE_API_KEY"],
     )
     worker = Worker(
-        client, task_queue=os.environ["TASK_QUEUE"], workflows=WORKFLOWS, activities=[bench_step]
+        client,
+        task_queue=os.environ["TASK_QUEUE"],
+        workflows=WORKFLOWS,
+        activities=[bench_step],
+        max_concurrent_workflow_task_polls=int(os.environ.get("BENCH_WORKFLOW_POLLS", "5")),
+        nonsticky_to_sticky_poll_ratio=float(os.environ.get("BENCH_NONSTICKY_RATIO", "0.2")),
     )
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(worker.shutdown()))
