@@ -126,7 +126,12 @@ class ActivityRunner:
     async def execute(self, task: dict[str, Any]) -> None:
         info = _info(task, self.worker.task_queue, self.worker.client.data_converter)
         beats = Heartbeater(
-            heartbeat_interval(float(task.get("heartbeat_timeout") or 0)), asyncio.get_running_loop()
+            heartbeat_interval(
+                float(task.get("heartbeat_timeout") or 0),
+                self.worker.max_heartbeat_throttle_interval,
+                self.worker.default_heartbeat_throttle_interval,
+            ),
+            asyncio.get_running_loop(),
         )
         context = activity.ActivityContext(info=info, heartbeat_sink=beats.record)
         body = asyncio.create_task(self._invoke(task, context))

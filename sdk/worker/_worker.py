@@ -44,6 +44,10 @@ class Worker:
         max_concurrent_activity_task_polls: int = 5,
         identity: str | None = None,
         sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
+        max_heartbeat_throttle_interval: timedelta = timedelta(seconds=60),
+        default_heartbeat_throttle_interval: timedelta = timedelta(seconds=30),
+        max_eager_activity_reservations_per_workflow_task: int = 3,
+        disable_eager_activity_execution: bool = False,
     ) -> None:
         if not workflows and not activities:
             raise ValueError("a worker needs at least one workflow or activity")
@@ -59,6 +63,11 @@ class Worker:
         self.nonsticky_to_sticky_poll_ratio = nonsticky_to_sticky_poll_ratio
         self.max_concurrent_activity_task_polls = max_concurrent_activity_task_polls
         self.sticky_schedule_to_start_timeout = sticky_queue_schedule_to_start_timeout
+        self.max_heartbeat_throttle_interval = max_heartbeat_throttle_interval.total_seconds()
+        self.default_heartbeat_throttle_interval = default_heartbeat_throttle_interval.total_seconds()
+        self.max_eager_activity_reservations = (
+            0 if disable_eager_activity_execution else max_eager_activity_reservations_per_workflow_task
+        )
         self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
         self.workflow_runner = WorkflowRunner(self, workflows) if workflows else None
         self._stopping = asyncio.Event()
@@ -71,10 +80,14 @@ class Worker:
             for _ in range(self.max_concurrent_activity_task_polls):
                 self._pollers.append(asyncio.create_task(self.activities.poll_loop(self._stopping)))
         self._pollers.extend(self._workflow_pollers())
+        if self.workflow_runner is not None:
+            self.client.register_eager_runner(self.task_queue, self.workflow_runner)
         log.info("worker %s polling task queue %r", self.identity, self.task_queue)
         try:
             await self._stopping.wait()
         finally:
+            if self.workflow_runner is not None:
+                self.client.unregister_eager_runner(self.task_queue, self.workflow_runner)
             for poller in self._pollers:
                 poller.cancel()
             await asyncio.gather(*self._pollers, return_exceptions=True)

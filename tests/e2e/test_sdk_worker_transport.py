@@ -85,6 +85,28 @@ def test_an_activity_with_a_free_slot_arrives_in_the_completion_response(
     asyncio.run(scenario())
 
 
+def test_an_eager_start_hands_the_first_workflow_task_to_the_worker_in_this_process(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
+    async def scenario() -> None:
+        client = await _connect(stack.url, tenant)
+        wid = _wid()
+        async with Worker(client, task_queue=queue, workflows=[OneStep], activities=[step]):
+            handle = await client.start_workflow(
+                OneStep.run, id=wid, task_queue=queue, request_eager_start=True
+            )
+            assert await handle.result() == 7
+        started = [
+            e["attributes"]["request_id"]
+            async for e in handle.fetch_history_events()
+            if e["event_type"] == "WorkflowTaskStarted"
+        ]
+        assert started[0] == "eager" and len(started) == 2
+        await client.close()
+
+    asyncio.run(scenario())
+
+
 @activity.defn(name="Beating")
 async def beating(beats: int) -> int:
     """First attempt: heartbeat ``beats`` times over ~3 s, then fail; the retry returns the last beat."""
