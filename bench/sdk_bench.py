@@ -1,17 +1,24 @@
 #!/usr/bin/env python
 """SDK benchmark: Chronicle with real SDK worker processes beside DBOS Transact, same workloads.
 
-Usage: python bench/sdk_bench.py [--database-url URL] [--systems chronicle,dbos] [--profile]
-       [--sequential N] [--concurrent N] [--concurrency N] [--ten-step-runs N] [--sleeps N]
+Usage: python bench/sdk_bench.py [--database-url URL] [--systems chronicle,inprocess,dbos]
+       [--profile] [--sequential N] [--concurrent N] [--concurrency N] [--ten-step-runs N]
+       [--sleeps N] [--warmup N]
 
-For Chronicle it creates a scratch database, starts the frontend (gunicorn, 2 uvicorn
-workers) and the shard owner, and one SDK worker process (bench/sdk_bench_worker.py);
-this process is the application, starting workflows with ``sdk.client.Client`` and
-awaiting their results. For DBOS it runs bench/sdk_bench_dbos.py in its own process on
-its own scratch database on the same PostgreSQL server. Both run the workloads of
-bench/sdk_bench_workloads.py; the table puts the figures side by side with the ratio
-Chronicle / DBOS. ``--profile`` also profiles the worker (cProfile) and one frontend
-process (py-spy, when installed) during the Chronicle run and prints where time goes.
+Chronicle gets a scratch database, the frontend (gunicorn, 2 uvicorn workers) and the shard
+owner. Two Chronicle deployments are measured on it, one after the other:
+
+* ``chronicle``: one SDK worker process (bench/sdk_bench_worker.py) and this process as the
+  application, starting workflows with ``sdk.client.Client`` and awaiting their results;
+* ``inprocess``: one application process that hosts the worker and starts the workflows
+  with eager start, the shape of a DBOS application.
+
+DBOS runs bench/sdk_bench_dbos.py in its own process on its own scratch database on the
+same PostgreSQL server. All run the workloads of bench/sdk_bench_workloads.py; the table
+puts the figures side by side with the ratios Chronicle / DBOS. ``--profile`` also profiles
+the worker process (cProfile) and one frontend process (py-spy, when installed) during
+the ``chronicle`` run and prints where the time goes. Everything lands in
+bench/results/sdk_latest.json.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -36,6 +43,8 @@ from run_bench import free_port, python_exe, stop_procs, with_db
 from sdk_bench_workloads import Json, Plan, measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's sdk, installed or not
+from sdk_bench_worker import ChronicleSystem
+
 from sdk.client import Client
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -66,28 +75,6 @@ def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
 # --------------------------------------------------------------------------- Chronicle
 
 
-class ChronicleSystem:
-    """The workloads through the SDK client, as an application would call them."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-
-    async def one_step(self, key: str) -> None:
-        await self.client.execute_workflow("OneStep", id=key, task_queue=QUEUE)
-
-    async def ten_steps(self, key: str) -> None:
-        await self.client.execute_workflow("TenSteps", id=key, task_queue=QUEUE)
-
-    async def start_sleep(self, key: str, due: float) -> Callable[[], Awaitable[float]]:
-        handle = await self.client.start_workflow("SleepUntil", due, id=key, task_queue=QUEUE)
-
-        async def lateness() -> float:
-            value: float = await handle.result()
-            return value
-
-        return lateness
-
-
 def prepare_chronicle(env: dict[str, str]) -> str:
     """Migrate the scratch database and issue an API key for the bench namespace."""
     py = python_exe()
@@ -111,7 +98,7 @@ def prepare_chronicle(env: dict[str, str]) -> str:
 def start_server(env: dict[str, str], port: int) -> list[subprocess.Popen[bytes]]:
     py = python_exe()
     frontend = [py, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
-    frontend += ["-w", "2", "-b", f"127.0.0.1:{port}", "--log-level", "warning"]
+    frontend += ["-w", "2", "-b", f"127.0.0.1:{port}", "--timeout", "120", "--log-level", "warning"]
     return [
         subprocess.Popen(frontend, cwd=ROOT, env=env),
         subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env),
@@ -135,8 +122,8 @@ async def wait_for_server(url: str, procs: list[subprocess.Popen[bytes]]) -> Non
     raise RuntimeError("the Chronicle server did not come up")
 
 
-def start_worker(env: dict[str, str], url: str, key: str, profile: Path | None) -> subprocess.Popen[bytes]:
-    worker_env = {
+def worker_env(env: dict[str, str], url: str, key: str) -> dict[str, str]:
+    return {
         **env,
         "PYTHONPATH": str(ROOT),
         "CHRONICLE_URL": url,
@@ -144,9 +131,13 @@ def start_worker(env: dict[str, str], url: str, key: str, profile: Path | None) 
         "CHRONICLE_API_KEY": key,
         "TASK_QUEUE": QUEUE,
     }
+
+
+def start_worker(env: dict[str, str], url: str, key: str, profile: Path | None) -> subprocess.Popen[bytes]:
+    process_env = worker_env(env, url, key)
     if profile is not None:
-        worker_env["BENCH_PROFILE"] = str(profile)
-    return subprocess.Popen([python_exe(), str(BENCH_DIR / "sdk_bench_worker.py")], cwd=ROOT, env=worker_env)
+        process_env["BENCH_PROFILE"] = str(profile)
+    return subprocess.Popen([python_exe(), str(BENCH_DIR / "sdk_bench_worker.py")], cwd=ROOT, env=process_env)
 
 
 def frontend_worker_pid(master: subprocess.Popen[bytes]) -> int | None:
@@ -168,12 +159,24 @@ def start_py_spy(pid: int | None, out: Path) -> subprocess.Popen[bytes] | None:
 async def drive_chronicle(url: str, key: str, plan: Plan) -> Json:
     client = await Client.connect(url, namespace=NAMESPACE, api_key=key)
     try:
-        return await measure(ChronicleSystem(client), plan, log)
+        return await measure(ChronicleSystem(client, QUEUE), plan, log)
     finally:
         await client.close()
 
 
-def run_chronicle(server_url: str, plan: Plan, profile: bool) -> Json:
+def run_in_process(env: dict[str, str], url: str, key: str, plan: Plan) -> Json:
+    """The application process with the worker inside it (eager start), on its own task queue."""
+    app_env = {**worker_env(env, url, key), "TASK_QUEUE": QUEUE + "-in-process"}
+    cmd = [python_exe(), str(BENCH_DIR / "sdk_bench_worker.py"), "--drive", *plan.as_args()]
+    out = subprocess.run(cmd, cwd=ROOT, env=app_env, stdout=subprocess.PIPE, text=True, check=False)
+    if out.returncode != 0:
+        return {"error": f"in-process run exited {out.returncode}"}
+    figures: Json = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def run_chronicle(server_url: str, plan: Plan, systems: set[str], profile: bool) -> tuple[Json, Json]:
+    """Both Chronicle deployments on one server: (worker process, in-process)."""
     with scratch_database(server_url, "chronicle_sdkbench") as dburl:
         env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
         log("Chronicle: migrating a scratch database")
@@ -181,24 +184,43 @@ def run_chronicle(server_url: str, plan: Plan, profile: bool) -> Json:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         procs = start_server(env, port)
-        spy: subprocess.Popen[bytes] | None = None
+        figures: Json = {}
+        in_process: Json = {}
         worker_profile = RESULTS / "sdk_worker.pstats" if profile else None
         try:
             asyncio.run(wait_for_server(url, procs))
-            procs.append(start_worker(env, url, key, worker_profile))
-            if profile:
-                spy = start_py_spy(frontend_worker_pid(procs[0]), RESULTS / "sdk_frontend.pyspy.txt")
-            log(f"Chronicle: server on :{port}, one SDK worker process")
-            figures = asyncio.run(drive_chronicle(url, key, plan))
+            if "chronicle" in systems:
+                figures = measure_with_worker_process(env, url, key, plan, procs[0], worker_profile)
+            if "inprocess" in systems:
+                log("Chronicle: one application process hosting the worker, eager start")
+                in_process = run_in_process(env, url, key, plan)
         finally:
-            if spy is not None:
-                spy.send_signal(2)  # py-spy writes its output on SIGINT
-                spy.wait(30)
-            stop_procs(procs[::-1])  # the worker first, so it finishes while the server is up
+            stop_procs(procs[::-1])
+    return figures, in_process
+
+
+def measure_with_worker_process(
+    env: dict[str, str],
+    url: str,
+    key: str,
+    plan: Plan,
+    frontend: subprocess.Popen[bytes],
+    worker_profile: Path | None,
+) -> Json:
+    worker = start_worker(env, url, key, worker_profile)
+    spy_out = RESULTS / "sdk_frontend.pyspy.txt"
+    spy = start_py_spy(frontend_worker_pid(frontend), spy_out) if worker_profile else None
+    log("Chronicle: one SDK worker process, this process the application")
+    try:
+        figures = asyncio.run(drive_chronicle(url, key, plan))
+    finally:
+        if spy is not None:
+            spy.send_signal(2)  # py-spy writes its output on SIGINT
+            spy.wait(30)
+        stop_procs([worker])  # SIGTERM: the worker shuts down gracefully (and writes its profile)
     if worker_profile is not None and worker_profile.exists():
         figures["worker_profile"] = summarise_pstats(worker_profile)
-    spy_out = RESULTS / "sdk_frontend.pyspy.txt"
-    if profile and spy_out.exists():
+    if spy is not None and spy_out.exists():
         figures["frontend_profile"] = summarise_py_spy(spy_out)
     return figures
 
@@ -291,18 +313,24 @@ def ratio(ours: Any, theirs: Any, higher_is_better: bool) -> str:
     return f"{value:.2f}x {'(better)' if better else '(worse)'}"
 
 
-def table(chronicle: Json, dbos: Json, plan: Plan) -> str:
-    head = ("workload", "Chronicle", "DBOS", "Chronicle/DBOS")
-    rows = [
-        (
-            label.replace("500", str(plan.sleeps)),
-            cell(dig(chronicle, *path), unit),
-            cell(dig(dbos, *path), unit),
-            ratio(dig(chronicle, *path), dig(dbos, *path), up),
+COLUMNS = [("chronicle", "Chronicle"), ("inprocess", "Chronicle in-process"), ("dbos", "DBOS")]
+
+
+def table(results: Json, plan: Plan) -> str:
+    """One row per figure: each system's value, then each Chronicle deployment's ratio to DBOS."""
+    head = ("workload", *(title for _, title in COLUMNS), "Chronicle/DBOS", "in-process/DBOS")
+    rows = []
+    for label, path, unit, up in ROWS:
+        values = [dig(results.get(key), *path) for key, _ in COLUMNS]
+        rows.append(
+            (
+                label.replace("500", str(plan.sleeps)),
+                *(cell(v, unit) for v in values),
+                ratio(values[0], values[2], up),
+                ratio(values[1], values[2], up),
+            )
         )
-        for label, path, unit, up in ROWS
-    ]
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     rule = "  ".join("-" * w for w in widths)
     lines = [rule, "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), rule]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
@@ -333,13 +361,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
         default=os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432"),
         help="PostgreSQL server; each system gets a fresh database on it",
     )
-    parser.add_argument("--systems", default="chronicle,dbos")
+    parser.add_argument("--systems", default="chronicle,inprocess,dbos")
     parser.add_argument("--profile", action="store_true", help="profile the worker and a frontend process")
-    for field, default in Plan().__dict__.items():
-        parser.add_argument(f"--{field.replace('_', '-')}", type=int, default=default)
+    Plan.add_arguments(parser)
     ns = parser.parse_args(argv)
-    plan = Plan(**{k: getattr(ns, k) for k in Plan().__dict__})
-    return ns, plan
+    return ns, Plan.from_arguments(ns)
 
 
 def main(argv: list[str]) -> int:
@@ -347,14 +373,16 @@ def main(argv: list[str]) -> int:
     RESULTS.mkdir(exist_ok=True)
     systems = {s.strip() for s in args.systems.split(",")}
     results: Json = {"plan": plan.__dict__}
-    results["chronicle"] = (
-        run_chronicle(args.database_url, plan, args.profile) if "chronicle" in systems else {}
-    )
-    results["dbos"] = run_dbos(args.database_url, plan) if "dbos" in systems else {}
+    if systems & {"chronicle", "inprocess"}:
+        results["chronicle"], results["inprocess"] = run_chronicle(
+            args.database_url, plan, systems, args.profile
+        )
+    if "dbos" in systems:
+        results["dbos"] = run_dbos(args.database_url, plan)
     (RESULTS / "sdk_latest.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(table(results["chronicle"], results["dbos"], plan))
+    print(table(results, plan))
     if args.profile:
-        print(profile_text(results["chronicle"]))
+        print(profile_text(results.get("chronicle") or {}))
     log(f"wrote {(RESULTS / 'sdk_latest.json').relative_to(ROOT)}")
     return 0
 

@@ -14,7 +14,6 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from dbos import DBOS, DBOSConfig
 from sdk_bench_workloads import Plan, measure
@@ -72,11 +71,9 @@ def log(message: str) -> None:
 def parse(argv: list[str]) -> tuple[str, Plan]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", required=True)
-    for field, default in Plan().__dict__.items():
-        parser.add_argument(f"--{field.replace('_', '-')}", type=int, default=default)
+    Plan.add_arguments(parser)
     ns = parser.parse_args(argv)
-    values: dict[str, Any] = {k: getattr(ns, k) for k in Plan().__dict__}
-    return str(ns.database_url), Plan(**values)
+    return str(ns.database_url), Plan.from_arguments(ns)
 
 
 def main(argv: list[str]) -> int:

@@ -6,6 +6,7 @@ same way for Chronicle and for DBOS so the figures side by side compare like wit
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
@@ -40,14 +41,17 @@ class Plan:
     warmup: int = 20
 
     def as_args(self) -> list[str]:
-        return [
-            f"--sequential={self.sequential}",
-            f"--concurrent={self.concurrent}",
-            f"--concurrency={self.concurrency}",
-            f"--ten-step-runs={self.ten_step_runs}",
-            f"--sleeps={self.sleeps}",
-            f"--warmup={self.warmup}",
-        ]
+        """The command-line options that give this plan to another bench process."""
+        return [f"--{name.replace('_', '-')}={value}" for name, value in self.__dict__.items()]
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        for name, default in Plan().__dict__.items():
+            parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+
+    @staticmethod
+    def from_arguments(ns: argparse.Namespace) -> Plan:
+        return Plan(**{name: getattr(ns, name) for name in Plan().__dict__})
 
 
 def pct(values: list[float], p: float) -> float | None:
