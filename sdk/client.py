@@ -394,7 +394,13 @@ class WorkflowHandle:
             page = (
                 await self.client.transport.get(
                     self._path("/history", run_id),
-                    params={"after_event_id": after, "wait_new_event": True, "timeout": HISTORY_WAIT_SECONDS},
+                    params={
+                        "after_event_id": after,
+                        "wait_new_event": True,
+                        "timeout": HISTORY_WAIT_SECONDS,
+                        # One answer when the run closes, not one per event it appends.
+                        "history_event_filter_type": "CLOSE_EVENT",
+                    },
                     timeout=HISTORY_WAIT_SECONDS + 30,
                 )
                 or {}

@@ -107,6 +107,30 @@ def test_an_eager_start_hands_the_first_workflow_task_to_the_worker_in_this_proc
     asyncio.run(scenario())
 
 
+def test_result_waits_for_the_close_event_in_one_request(stack: Stack, tenant: Tenant, queue: str) -> None:
+    """The run appends nine events after the start; the waiting client is answered once."""
+    history_requests: list[str] = []
+
+    async def count(request: httpx.Request) -> None:
+        if request.url.path.endswith("/history"):
+            history_requests.append(str(request.url.params.get("history_event_filter_type")))
+
+    async def scenario() -> None:
+        client = await _connect(stack.url, tenant)
+        handle = await client.start_workflow(OneStep.run, id=_wid(), task_queue=queue)
+        running = await client.transport.get(
+            f"/workflows/{handle.id}/history", params={"history_event_filter_type": "CLOSE_EVENT"}
+        )
+        assert running is not None and running["events"] == [] and running["status"] == "Running"
+        client.transport._client.event_hooks["request"].append(count)
+        async with Worker(client, task_queue=queue, workflows=[OneStep], activities=[step]):
+            assert await handle.result() == 7
+        assert history_requests == ["CLOSE_EVENT"]
+        await client.close()
+
+    asyncio.run(scenario())
+
+
 @activity.defn(name="Beating")
 async def beating(beats: int) -> int:
     """First attempt: heartbeat ``beats`` times over ~3 s, then fail; the retry returns the last beat."""
