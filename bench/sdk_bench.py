@@ -242,19 +242,39 @@ def summarise_pstats(path: Path, top: int = 15) -> list[Json]:
     return rows
 
 
-def summarise_py_spy(path: Path, top: int = 15) -> list[Json]:
-    """Leaf frames of py-spy's collapsed stacks, by share of samples."""
-    leaves: dict[str, int] = {}
+# Where a frontend sample is, judged from its innermost frame outwards: the first match names it.
+SAMPLE_KINDS = [
+    ("threads waiting (sync views handed to threads, locks)", ("threading.py", "concurrent/futures")),
+    ("PostgreSQL round trips (psycopg)", ("psycopg/", "psycopg_pool/")),
+    ("Django ORM building SQL and models", ("django/db/",)),
+    ("DRF request/serializer work", ("rest_framework/",)),
+    ("JSON", ("json/",)),
+    ("Chronicle's own code", ("history/", "matching/", "executions/", "namespaces/", "chronicle/")),
+    ("event loop and sockets", ("asyncio/", "selectors.py", "uvicorn/", "h11/")),
+]
+
+
+def summarise_py_spy(path: Path) -> list[Json]:
+    """py-spy's collapsed stacks, by what the innermost recognised frame was doing."""
+    counts: dict[str, int] = {}
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
             continue
         total += int(count)
-        leaf = stack.split(";")[-1]
-        leaves[leaf] = leaves.get(leaf, 0) + int(count)
-    ranked = sorted(leaves.items(), key=lambda kv: kv[1], reverse=True)[:top]
-    return [{"frame": frame, "share": n / (total or 1)} for frame, n in ranked]
+        kind = _sample_kind(stack.split(";"))
+        counts[kind] = counts.get(kind, 0) + int(count)
+    ranked = sorted(counts.items(), key=lambda kv: kv[1], reverse=True)
+    return [{"frame": kind, "share": n / (total or 1)} for kind, n in ranked]
+
+
+def _sample_kind(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for kind, markers in SAMPLE_KINDS:
+            if any(marker in frame for marker in markers):
+                return kind
+    return "other"
 
 
 # --------------------------------------------------------------------------- DBOS
@@ -346,7 +366,7 @@ def profile_text(chronicle: Json) -> str:
             for r in chronicle["worker_profile"]
         ]
     if chronicle.get("frontend_profile"):
-        lines.append("one frontend process, samples by leaf frame (py-spy):")
+        lines.append("one frontend process, samples by what they were doing (py-spy):")
         lines += [f"  {r['share']:6.1%}  {r['frame']}" for r in chronicle["frontend_profile"]]
     return "\n".join(lines)
 
