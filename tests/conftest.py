@@ -83,6 +83,15 @@ class Stack:
         self.processes.append(proc)
         return proc
 
+    def start_batch_runner(self, name: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "run_batch_jobs", "--owner", name, "--lease-seconds", "3"],
+            cwd=ROOT,
+            env=self.env,
+        )
+        self.processes.append(proc)
+        return proc
+
 
 def start_frontend(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     """The API frontend as deployed: gunicorn with two uvicorn workers on 127.0.0.1:port."""
@@ -128,6 +137,7 @@ def stack(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Stack]:
     frontend = start_frontend(env, port)
     s = Stack(url=f"http://127.0.0.1:{port}", env=env, processes=[frontend])
     s.start_shard_owner("test-owner-1")
+    s.start_batch_runner("test-batch-runner-1")
     wait_until(lambda: frontend_up(s.url), timeout=30)
     yield s
     for proc in s.processes:
