@@ -5,9 +5,11 @@ and reconnecting after the API frontend restarts under it.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -131,6 +133,9 @@ def test_result_waits_for_the_close_event_in_one_request(stack: Stack, tenant: T
     asyncio.run(scenario())
 
 
+BEATING_SECONDS: list[float] = []
+
+
 @activity.defn(name="Beating")
 async def beating(beats: int) -> int:
     """First attempt: heartbeat ``beats`` times over ~3 s, then fail; the retry returns the last beat."""
@@ -138,9 +143,11 @@ async def beating(beats: int) -> int:
     if info.attempt > 1:
         last: int = info.heartbeat_details[0]
         return last
+    started = time.monotonic()
     for i in range(beats):
         activity.heartbeat(i)
         await asyncio.sleep(3.0 / beats)
+    BEATING_SECONDS.append(time.monotonic() - started)
     raise ApplicationError("fail once so the retry reads the recorded details")
 
 
@@ -174,7 +181,9 @@ def test_many_heartbeats_are_throttled_to_few_requests_and_the_last_details_are_
         async with Worker(client, task_queue=queue, workflows=[Heartbeats], activities=[beating]):
             result = await client.execute_workflow(Heartbeats.run, 150, id=_wid(), task_queue=queue)
         assert result == 149
-        assert 1 <= len(heartbeat_requests) <= 3, heartbeat_requests
+        # One at once, then at most one per 1.6 s of beating (a loaded machine stretches the 3 s).
+        allowed = 1 + math.ceil(BEATING_SECONDS[-1] / 1.6)
+        assert 1 <= len(heartbeat_requests) <= allowed < 150, (heartbeat_requests, BEATING_SECONDS)
         await client.close()
 
     asyncio.run(scenario())
