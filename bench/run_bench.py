@@ -31,10 +31,14 @@ from urllib.parse import urlparse, urlunparse
 import httpx
 import psycopg
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from chronicle.launcher import ProcessGroup, stack_processes
+
 Json = dict[str, Any]
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
+LOG_DIR = BENCH_DIR / "results" / "logs"
 THREADS = 8
 NS = "bench"
 
@@ -248,17 +252,67 @@ def _ts(s: str) -> float:
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
+def _timer_due_times(events: list[Json]) -> dict[str, float]:
+    """Each started timer's due time on the server clock: TimerStarted time + its timeout."""
+    return {
+        e["attributes"]["timer_id"]: _ts(e["event_time"]) + float(e["attributes"]["start_to_fire_timeout"])
+        for e in events
+        if e["event_type"] == "TimerStarted"
+    }
+
+
 def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.0) -> Json:
+    """1,000 timers due within one second, one every millisecond.
+
+    Timer k (0..999) is due at T + k ms and belongs to workflow k // 10, so each of
+    the 100 workflows owns 10 consecutive milliseconds. Lateness is measured per timer
+    against its due time on the server clock (TimerStarted event time + timeout):
+    to its TimerFired event time, and to the receipt of the first workflow task that
+    carries that TimerFired.
+    """
     total = n_wf * per_wf
-    log(f"phase 4: {total} timers ({n_wf} workflows x {per_wf}) due at the same instant")
+    log(f"phase 4: {total} timers due within one second ({n_wf} workflows x {per_wf}, 1 ms apart)")
     queue = "q-timer"
     lock = threading.Lock()
     T: dict[str, float] = {"due": 0.0}
     seen: dict[str, set[str]] = {}
-    task_lateness, fire_lateness = [], []
+    task_lateness, fire_lateness, dispatch_delay = [], [], []
     first_done = [0]
     stop = threading.Event()
     errors: list[str] = []
+
+    def start_timers(wid: str, token: str) -> None:
+        index = int(wid.rsplit("-", 1)[1])
+        cmds = []
+        for k in range(per_wf):
+            due = T["due"] + (index * per_wf + k) / 1000.0
+            cmds.append(
+                {
+                    "command_type": "StartTimer",
+                    "attributes": {
+                        "timer_id": f"t{k}",
+                        "start_to_fire_timeout": max(0.001, due - time.time()),
+                    },
+                }
+            )
+        api.complete_wft(queue, token, cmds)
+        with lock:
+            first_done[0] += 1
+
+    def record(wid: str, events: list[Json], recv: float) -> bool:
+        due = _timer_due_times(events)
+        with lock:
+            s = seen.setdefault(wid, set())
+            for e in events:
+                timer_id = e["attributes"].get("timer_id")
+                if e["event_type"] != "TimerFired" or timer_id in s or timer_id not in due:
+                    continue
+                s.add(timer_id)
+                fired_at = _ts(e["event_time"])
+                task_lateness.append(recv - due[timer_id])
+                fire_lateness.append(fired_at - due[timer_id])
+                dispatch_delay.append(recv - fired_at)
+            return len(s) >= per_wf
 
     def worker() -> None:
         while not stop.is_set():
@@ -273,30 +327,10 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
                 continue
             wid = task["workflow_execution"]["workflow_id"]
             events = task["history"]["events"]
-            fired = [e for e in events if e["event_type"] == "TimerFired"]
-            if not fired:
-                due = T["due"]  # set before the starts go out
-                cmds = []
-                for k in range(per_wf):
-                    delay = max(0.001, due - time.time())
-                    cmds.append(
-                        {
-                            "command_type": "StartTimer",
-                            "attributes": {"timer_id": f"t{k}", "start_to_fire_timeout": delay},
-                        }
-                    )
-                api.complete_wft(queue, task["task_token"], cmds)
-                with lock:
-                    first_done[0] += 1
+            if not any(e["event_type"] == "TimerStarted" for e in events):
+                start_timers(wid, task["task_token"])
                 continue
-            with lock:
-                task_lateness.append(recv - T["due"])
-                s = seen.setdefault(wid, set())
-                for e in fired:
-                    if e["event_id"] not in s:
-                        s.add(e["event_id"])
-                        fire_lateness.append(_ts(e["event_time"]) - T["due"])
-                done = len(s) >= per_wf
+            done = record(wid, events, recv)
             api.complete_wft(queue, task["task_token"], [complete_cmd()] if done else [])
 
     # Due time fixed up front so every command computes its delay against it.
@@ -322,11 +356,13 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
         fired_total = sum(len(v) for v in seen.values())
     return {
         "timers": total,
+        "spread": "timer k due at T + k ms; workflow k // 10",
         "fired_seen": fired_total,
         "first_tasks_completed": first_done[0],
         "setup_margin_s": T["due"] - setup_done,
         "task_receive_lateness": summary_ms(task_lateness),
         "fire_event_lateness": summary_ms(fire_lateness),
+        "fired_to_received": summary_ms(dispatch_delay),
         "errors": errors[:5],
     }
 
@@ -392,18 +428,6 @@ def phase_pgbench(dburl: str) -> Json:
 # --------------------------------------------------------------------------- main
 
 
-def stop_procs(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
 def g(d: Any, *path: str) -> Any:
     for k in path:
         if not isinstance(d, dict) or k not in d:
@@ -435,9 +459,9 @@ def main() -> int:
     dbname = f"chronicle_bench_{secrets.token_hex(4)}"
     admin_url = with_db(args.database_url, "postgres")
     dburl = with_db(args.database_url, dbname)
-    env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
+    env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING", CHRONICLE_ACCESS_LOG="")
     py = python_exe()
-    procs: list[subprocess.Popen[bytes]] = []
+    stack: ProcessGroup | None = None
     results: Json = {"database": dbname, "workflows": args.workflows}
     t_run = time.perf_counter()
 
@@ -475,38 +499,9 @@ def main() -> int:
 
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        log(f"starting gunicorn on :{port} and the shard owner")
-        procs.append(
-            subprocess.Popen(
-                [
-                    py,
-                    "-m",
-                    "gunicorn",
-                    "chronicle.asgi:application",
-                    "-k",
-                    "uvicorn_worker.UvicornWorker",
-                    "-w",
-                    "2",
-                    "-b",
-                    f"127.0.0.1:{port}",
-                    "--log-level",
-                    "warning",
-                ],
-                cwd=ROOT,
-                env=env,
-            )
-        )
-        procs.append(subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env))
-        deadline = time.time() + 60
-        while True:
-            try:
-                if httpx.get(base + "/api/schema/", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline or any(p.poll() is not None for p in procs):
-                raise RuntimeError("server did not come up")
-            time.sleep(0.3)
+        log(f"starting the stack (gunicorn on :{port}, the shard owner); logs in {LOG_DIR}")
+        stack = ProcessGroup(stack_processes(port, python=py), env=env, log_dir=LOG_DIR).start()
+        stack.wait_http(base, timeout=60)
         api = Api(base, key)
         # Warm both gunicorn workers / connections a bit.
         for _ in range(8):
@@ -529,10 +524,11 @@ def main() -> int:
         results["phases_1_3_events"] = {"events": ev13, "seconds": el13, "events_per_s": ev13 / el13}
         results["timers"] = guarded("timers", phase_timers, api)
         results["signals"] = guarded("signals", phase_signals, api, dburl, args.workflows)
-        stop_procs(procs)  # measure the ceiling on an otherwise idle server
+        stack.stop()  # measure the ceiling on an otherwise idle server
         results["pgbench"] = guarded("pgbench", phase_pgbench, dburl)
     finally:
-        stop_procs(procs)
+        if stack is not None:
+            stack.stop()
         try:
             with psycopg.connect(admin_url, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
@@ -592,6 +588,7 @@ def main() -> int:
             verdict(checks["timer_lateness_p99_ms"][2]),
         ),
         ("timer lateness (fire event) p50 / p99", pair("timers", "fire_event_lateness"), "", ""),
+        ("timer fired -> task received p50 / p99", pair("timers", "fired_to_received"), "", ""),
         ("timers fired / expected", f"{g(r, 'timers', 'fired_seen')} / {g(r, 'timers', 'timers')}", "", ""),
         ("events/s (phases 1-3)", fmt(e13), "", vs(e13)),
         ("signals/s", fmt(g(r, "signals", "signals_per_s")), "", ""),
