@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from chronicle.api import StrictCharField, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import ChronicleError, ErrorCode, invalid
 from chronicle.openapi import endpoint
 from executions import schemas, selectors
 from history import kernel
@@ -257,6 +257,7 @@ class HistoryApi(NamespaceApi):
         page_size = serializers.IntegerField(required=False, default=256, min_value=1, max_value=256)
         wait_new_event = serializers.BooleanField(required=False, default=False)
         timeout = serializers.FloatField(required=False, default=None, min_value=0)
+        run_id = serializers.UUIDField(required=False, default=None, help_text="the run (default: latest)")
 
     @endpoint(
         summary="Page through a run's history, optionally long-polling for new events",
@@ -269,7 +270,10 @@ class HistoryApi(NamespaceApi):
         params = self.ParamsSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         p = params.validated_data
-        execution = selectors.execution_get(ns, workflow_id, run_id)
+        query_run_id = str(p["run_id"]) if p["run_id"] is not None else None
+        if run_id is not None and query_run_id is not None and query_run_id != run_id:
+            raise invalid("run_id in the query differs from the run in the path")
+        execution = selectors.execution_get(ns, workflow_id, run_id or query_run_id)
         events, cursor = selectors.history_page(
             execution, after_event_id=p["after_event_id"], page_size=p["page_size"]
         )

@@ -251,7 +251,6 @@ def _fail_task(
 ) -> None:
     """Fail the in-flight workflow task and schedule its retry (never fails the run)."""
     ex = mutation.execution
-    on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
     if ex.wft_attempt == 1:
         mutation.append(
             "WorkflowTaskFailed",
@@ -263,7 +262,9 @@ def _fail_task(
                 "identity": identity,
             },
         )
-    attempt = ex.wft_attempt + 1 if count_attempt and not on_sticky else 1
+    # A failure counts on a sticky queue too: the retry (on the normal queue) stays
+    # transient, so the history shows the first failure once.
+    attempt = ex.wft_attempt + 1 if count_attempt else 1
     ex.sticky_task_queue = ""
     mutation.clear_workflow_task()
     had_buffered = mutation.flush_buffer()
@@ -314,8 +315,7 @@ def time_out_workflow_task_txn(mutation: ExecutionMutation, *, timeout_type: str
                 "timeout_type": "START_TO_CLOSE",
             },
         )
-    on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
-    attempt = 1 if on_sticky else ex.wft_attempt + 1
+    attempt = ex.wft_attempt + 1
     ex.sticky_task_queue = ""
     mutation.clear_workflow_task()
     had_buffered = mutation.flush_buffer()

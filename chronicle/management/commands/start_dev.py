@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from chronicle.db import require_reachable_database
 from chronicle.launcher import ProcessGroup, ProcessSpec, stack_processes
 
 DEFAULT_PORT = 7243
@@ -79,6 +80,7 @@ class Command(BaseCommand):
         state_dir.mkdir(parents=True, exist_ok=True)
         dev_json = state_dir / "dev.json"
 
+        require_reachable_database()
         call_command("migrate", interactive=False, verbosity=1)
 
         from namespaces.services import bootstrap_dev_namespace
