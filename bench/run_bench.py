@@ -367,9 +367,87 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
     }
 
 
-def phase_signals(api: Api, dburl: str, n_wf: int, seconds: float = 5.0) -> Json:
+# --------------------------------------------------------------------------- CPU accounting
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def cpu_by_pid(pids: set[int]) -> dict[int, float]:
+    """CPU seconds (user + system) each live process has used so far."""
+    out = {}
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None:
+            out[pid] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds used between two snapshots; a process new in ``after`` counts in full."""
+    return sum(t - before.get(pid, 0.0) for pid, t in after.items())
+
+
+def process_tree(roots: set[int]) -> set[int]:
+    """``roots`` and all their descendants (gunicorn's workers are children of its master)."""
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            parent[int(entry.name)] = int(fields[1])
+    tree = set(roots)
+    grew = True
+    while grew:
+        kids = {pid for pid, ppid in parent.items() if ppid in tree and pid not in tree}
+        tree |= kids
+        grew = bool(kids)
+    return tree
+
+
+def backend_pids(dburl: str, application_name: str | None = None) -> set[int]:
+    """The PostgreSQL server processes serving this database (same machine)."""
+    sql = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    params: list[str] = []
+    if application_name is not None:
+        sql += " AND application_name = %s"
+        params.append(application_name)
+    with psycopg.connect(dburl, autocommit=True) as conn:
+        return {int(row[0]) for row in conn.execute(sql, params).fetchall()}
+
+
+class CpuMeter:
+    """CPU spent by the stack's processes, their PostgreSQL backends and this client."""
+
+    def __init__(self, stack: ProcessGroup, dburl: str) -> None:
+        self.dburl = dburl
+        self.front = process_tree({p.pid for p in stack.processes.values()})
+        self.pg = backend_pids(dburl)
+        self.front0, self.pg0 = cpu_by_pid(self.front), cpu_by_pid(self.pg)
+        self.client0 = time.process_time()
+
+    def per_op_ms(self, ops: int) -> Json:
+        front = cpu_used(self.front0, cpu_by_pid(self.front))
+        pg = cpu_used(self.pg0, cpu_by_pid(self.pg | backend_pids(self.dburl)))
+        client = time.process_time() - self.client0
+        per = max(1, ops)
+        return {
+            "frontend_ms": front * 1000 / per,
+            "postgres_ms": pg * 1000 / per,
+            "client_ms": client * 1000 / per,
+        }
+
+
+def phase_signals(api: Api, dburl: str, n_wf: int, stack: ProcessGroup, seconds: float = 5.0) -> Json:
+    """Signals from 8 threads; also the CPU each signal costs the server and PostgreSQL."""
     log(f"phase 5: signals for {seconds:.0f}s across {THREADS} threads")
     before = count_events(dburl)
+    meter = CpuMeter(stack, dburl)
     sent = [0] * THREADS
     errs = [0] * THREADS
     end = time.perf_counter() + seconds
@@ -392,8 +470,10 @@ def phase_signals(api: Api, dburl: str, n_wf: int, seconds: float = 5.0) -> Json
     for t in threads:
         t.join()
     el = time.perf_counter() - t0
+    cpu = meter.per_op_ms(sum(sent))
     after = count_events(dburl)
     return {
+        "cpu_per_signal": cpu,
         "seconds": el,
         "signals": sum(sent),
         "errors": sum(errs),
@@ -417,12 +497,26 @@ def phase_pgbench(dburl: str) -> Json:
         )
         conn.execute("CREATE TABLE bench_exec (run_id int PRIMARY KEY, next_event_id bigint)")
         conn.execute("INSERT INTO bench_exec SELECT g, 1 FROM generate_series(1, 1000) g")
-    cmd = [exe, "-n", "-c", "8", "-j", "2", "-T", "10", "-f", str(BENCH_DIR / "pgbench_event.sql"), dburl]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    m = re.search(r"tps = ([0-9.]+)", p.stdout)
-    if p.returncode != 0 or not m:
-        return {"error": (p.stderr or p.stdout)[-500:]}
-    return {"tps": float(m.group(1))}
+    seconds = 10
+    cmd = [exe, "-n", "-c", "8", "-j", "2", "-T", str(seconds), "-f", str(BENCH_DIR / "pgbench_event.sql")]
+    proc = subprocess.Popen([*cmd, dburl], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The backends exit with pgbench: read their CPU just before the end.
+    time.sleep(seconds - 1.0)
+    backends = cpu_by_pid(backend_pids(dburl, "pgbench"))
+    client = cpu_by_pid(process_tree({proc.pid}))
+    out, err = proc.communicate(timeout=60)
+    m = re.search(r"tps = ([0-9.]+)", out)
+    if proc.returncode != 0 or not m:
+        return {"error": (err or out)[-500:]}
+    tps = float(m.group(1))
+    txns = tps * (seconds - 1.0)
+    return {
+        "tps": tps,
+        "cpu_per_txn": {
+            "postgres_ms": sum(backends.values()) * 1000 / txns,
+            "client_ms": sum(client.values()) * 1000 / txns,
+        },
+    }
 
 
 # --------------------------------------------------------------------------- main
@@ -440,6 +534,21 @@ def fmt(v: Any, unit: str = "") -> str:
     if v is None:
         return "n/a"
     return f"{v:,.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def cpu_triple(costs: Json | None, *keys: str) -> str:
+    if not costs:
+        return "n/a"
+    return " / ".join(f"{costs[k]:.2f}" for k in keys) + " ms"
+
+
+def signal_cpu_ceiling(r: Json) -> float | None:
+    """Signals/s this machine's cores could serve if the server and PostgreSQL had them all."""
+    costs = g(r, "signals", "cpu_per_signal")
+    if not costs:
+        return None
+    per_signal_s = (costs["frontend_ms"] + costs["postgres_ms"]) / 1000.0
+    return (os.cpu_count() or 1) / per_signal_s if per_signal_s > 0 else None
 
 
 def verdict(ok: bool | None) -> str:
@@ -462,7 +571,8 @@ def main() -> int:
     env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING", CHRONICLE_ACCESS_LOG="")
     py = python_exe()
     stack: ProcessGroup | None = None
-    results: Json = {"database": dbname, "workflows": args.workflows}
+    results: Json = {"database": dbname, "workflows": args.workflows, "cores": os.cpu_count()}
+    results["load_average_before"] = os.getloadavg()
     t_run = time.perf_counter()
 
     log(f"creating database {dbname}")
@@ -523,7 +633,7 @@ def main() -> int:
         ev13 = count_events(dburl) - ev0
         results["phases_1_3_events"] = {"events": ev13, "seconds": el13, "events_per_s": ev13 / el13}
         results["timers"] = guarded("timers", phase_timers, api)
-        results["signals"] = guarded("signals", phase_signals, api, dburl, args.workflows)
+        results["signals"] = guarded("signals", phase_signals, api, dburl, args.workflows, stack)
         stack.stop()  # measure the ceiling on an otherwise idle server
         results["pgbench"] = guarded("pgbench", phase_pgbench, dburl)
     finally:
@@ -536,6 +646,7 @@ def main() -> int:
         except Exception as exc:
             log(f"could not drop {dbname}: {exc}")
     results["total_seconds"] = time.perf_counter() - t_run
+    results["load_average_after"] = os.getloadavg()
     for k in ("starts", "wft", "activity", "timers", "signals", "pgbench"):
         results.setdefault(k, {"error": "not run"})
 
@@ -599,6 +710,19 @@ def main() -> int:
             (vs(ev_s) + " " if ratio is not None else "") + verdict(checks["events_vs_pgbench_ratio"][2]),
         ),
         ("pgbench tps (ceiling)", fmt(tps) if tps else str(g(r, "pgbench", "error"))[:60], "", ""),
+        (
+            "CPU per signal: frontend / PostgreSQL / client",
+            cpu_triple(g(r, "signals", "cpu_per_signal"), "frontend_ms", "postgres_ms", "client_ms"),
+            "",
+            "",
+        ),
+        (
+            "CPU per pgbench txn: PostgreSQL / pgbench",
+            cpu_triple(g(r, "pgbench", "cpu_per_txn"), "postgres_ms", "client_ms"),
+            "",
+            "",
+        ),
+        ("CPU-bound signals/s on this machine", fmt(signal_cpu_ceiling(r)), "", ""),
     ]
     w = [max(len(x[i]) for x in [*rows, ("metric", "value", "target", "result")]) for i in range(4)]
     line = "  ".join("-" * n for n in w)
@@ -608,7 +732,9 @@ def main() -> int:
     for row in rows:
         print("  ".join(c.ljust(n) for c, n in zip(row, w, strict=False)))
     print(line)
-    print(f"total runtime {results['total_seconds']:.0f}s")
+    print(f"total runtime {results['total_seconds']:.0f}s on {results['cores']} cores")
+    before, after = results["load_average_before"], results["load_average_after"]
+    print(f"load average (1 min) before {before[0]:.2f}, after {after[0]:.2f}")
 
     out_dir = BENCH_DIR / "results"
     out_dir.mkdir(exist_ok=True)

@@ -35,11 +35,13 @@ class ApiHandler(ASGIHandler):
     """
 
     def load_middleware(self, is_async: bool = False) -> None:
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        get_response = self._get_response_async if is_async else self._get_response
-        self._middleware_chain = convert_exception_to_response(get_response)  # type: ignore[no-untyped-call]
+        # The same attributes Django's load_middleware sets, with every list empty.
+        handler: Any = self  # the stubs do not declare BaseHandler's private members
+        handler._view_middleware = []
+        handler._template_response_middleware = []
+        handler._exception_middleware = []
+        get_response = handler._get_response_async if is_async else handler._get_response
+        handler._middleware_chain = convert_exception_to_response(get_response)
 
 
 def route_http(site: Asgi, api: Asgi) -> Asgi:
