@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -117,10 +118,17 @@ class ProcessGroup:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log_file = open(self.log_dir / f"{_file_name(spec.name)}.log", "ab")  # noqa: SIM115
             self._files.append(log_file)
-            proc = subprocess.Popen(spec.argv, cwd=self.cwd, env=env, stdout=log_file, stderr=log_file)
+            proc = subprocess.Popen(
+                spec.argv, cwd=self.cwd, env=env, stdout=log_file, stderr=log_file, start_new_session=True
+            )
         else:
             proc = subprocess.Popen(
-                spec.argv, cwd=self.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+                spec.argv,
+                cwd=self.cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
             self._pump(spec.name, proc)
         self.processes[spec.name] = proc
@@ -177,7 +185,12 @@ class ProcessGroup:
 
     # -- stopping -----------------------------------------------------------------
     def stop(self) -> None:
-        """SIGTERM every running child, then SIGKILL those still alive after the grace period."""
+        """SIGTERM every running child, then SIGKILL those still alive after the grace period.
+
+        Each child leads its own process group (so a terminal's Ctrl-C reaches only the
+        supervisor, which stops the children in order); the SIGKILL goes to the whole
+        group, so a gunicorn master's workers cannot outlive it.
+        """
         for proc in self.processes.values():
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -187,7 +200,8 @@ class ProcessGroup:
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         for thread in self._pumps:
             thread.join(timeout=1.0)
