@@ -59,6 +59,18 @@ def shard_owner_process(owner: str | None = None, *, python: str = sys.executabl
     return ProcessSpec(f"shard_owner:{owner}" if owner else "shard_owner", argv)
 
 
+def batch_runner_process(
+    owner: str | None = None, *, python: str = sys.executable, lease_seconds: float | None = None
+) -> ProcessSpec:
+    """One batch-job runner (reset, terminate, cancel, signal in bulk)."""
+    argv = [python, "manage.py", "run_batch_jobs"]
+    if owner:
+        argv += ["--owner", owner]
+    if lease_seconds is not None:
+        argv += ["--lease-seconds", str(lease_seconds)]
+    return ProcessSpec(f"batch_runner:{owner}" if owner else "batch_runner", argv)
+
+
 def stack_processes(
     port: int,
     *,
@@ -66,8 +78,13 @@ def stack_processes(
     owner: str | None = None,
     extra: Iterable[ProcessSpec] = (),
 ) -> list[ProcessSpec]:
-    """The processes of a whole stack: frontend, one shard owner, then ``extra``."""
-    return [frontend_process(port, python=python), shard_owner_process(owner, python=python), *extra]
+    """The processes of a whole stack: frontend, shard owner, batch runner, then ``extra``."""
+    return [
+        frontend_process(port, python=python),
+        shard_owner_process(owner, python=python),
+        batch_runner_process(python=python),
+        *extra,
+    ]
 
 
 class ProcessExited(RuntimeError):
@@ -229,6 +246,7 @@ __all__ = [
     "ProcessExited",
     "ProcessGroup",
     "ProcessSpec",
+    "batch_runner_process",
     "frontend_process",
     "shard_owner_process",
     "stack_processes",

@@ -28,6 +28,7 @@ from django.utils import timezone
 from chronicle.conf import engine_settings
 from history.kernel import ShardFence, ShardFenceLost, fire_timers
 from history.kernel._mutation import TIMERS_CHANNEL
+from history.kernel.transfers import TRANSFER_KINDS, process_transfer
 from history.models import Shard, ShardOwnerProcess, TimerTask
 
 log = logging.getLogger("chronicle.shard_owner")
@@ -141,16 +142,21 @@ class ShardOwner:
         }
         did = False
         while due_shards:
-            rows = list(
+            due = list(
                 TimerTask.objects.filter(shard_id__in=due_shards, fire_at__lte=timezone.now())
                 .order_by("fire_at")
-                .values_list("id", "run_id", "shard_id")[:FIRE_BATCH]
+                .values_list("id", "run_id", "shard_id", "kind")[:FIRE_BATCH]
             )
-            if not rows:
+            if not due:
                 break
-            fences = [ShardFence(s, self.owned[s]) for s in sorted({shard for _, _, shard in rows})]
+            fence_of = {s: ShardFence(s, self.owned[s]) for s in sorted({shard for _, _, shard, _ in due})}
+            rows = [(tid, str(run)) for tid, run, _, kind in due if kind not in TRANSFER_KINDS]
             try:
-                self.fired_total += fire_timers(fences, [(tid, str(run)) for tid, run, _ in rows])
+                for tid, _, shard, kind in due:
+                    if kind in TRANSFER_KINDS:
+                        self.carry_transfers(fence_of[shard], [tid])
+                if rows:
+                    self.fired_total += fire_timers(list(fence_of.values()), rows)
             except ShardFenceLost as lost:
                 log.warning("shard %d fenced off: another owner took it", lost.shard_id)
                 self.owned.pop(lost.shard_id, None)
@@ -159,16 +165,27 @@ class ShardOwner:
                 continue
             except Exception:
                 log.exception("firing timers failed; backing off those rows")
-                TimerTask.objects.filter(id__in=[tid for tid, _, _ in rows]).update(
+                TimerTask.objects.filter(id__in=[tid for tid, _, _, _ in due]).update(
                     fire_at=timezone.now() + timedelta(seconds=5)
                 )
                 break
             did = True
-            if len(rows) < FIRE_BATCH:
+            if len(due) < FIRE_BATCH:
                 break
         if due_shards:
             self.refresh_next_fire()
         return did
+
+    def carry_transfers(self, fence: ShardFence, timer_ids: list[int]) -> None:
+        """Carry transfer duties one by one; a failing one backs off alone."""
+        for timer_id in timer_ids:
+            try:
+                self.fired_total += process_transfer(fence, timer_id)
+            except ShardFenceLost:
+                raise
+            except Exception:
+                log.exception("transfer duty %d failed; retrying it shortly", timer_id)
+                TimerTask.objects.filter(id=timer_id).update(fire_at=timezone.now() + timedelta(seconds=1))
 
     def note_timer(self, payload: str) -> None:
         shard_text, _, stamp = payload.partition("|")

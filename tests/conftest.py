@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 
 from chronicle.embedded_postgres import socket_database_url
-from chronicle.launcher import ProcessGroup, shard_owner_process, stack_processes
+from chronicle.launcher import ProcessGroup, batch_runner_process, frontend_process, shard_owner_process
 from namespaces.models import Namespace
 from namespaces.services import api_key_issue
 
@@ -80,6 +80,9 @@ class Stack:
     def start_shard_owner(self, name: str) -> subprocess.Popen[bytes]:
         return self.group.add(shard_owner_process(name))
 
+    def start_batch_runner(self, name: str) -> subprocess.Popen[bytes]:
+        return self.group.add(batch_runner_process(name, lease_seconds=3))
+
 
 @pytest.fixture(scope="session")
 def stack(
@@ -95,7 +98,11 @@ def stack(
         "CHRONICLE_QUERY_TIMEOUT_SECONDS": "3",
     }
     group = ProcessGroup(
-        stack_processes(port, owner="test-owner-1"),
+        [
+            frontend_process(port),
+            shard_owner_process("test-owner-1"),
+            batch_runner_process("test-batch-runner-1", lease_seconds=3),
+        ],
         env=env,
         log_dir=tmp_path_factory.mktemp("stack-logs"),
     )

@@ -3,7 +3,7 @@
 It migrates the database, bootstraps the ``default`` namespace with an API key
 and a UI user (reusing them on later runs via ``.chronicle/dev.json``), then
 supervises the child processes: the ASGI frontend under gunicorn, one shard
-owner daemon and, when present, the demo worker of the SDK.
+owner daemon, the batch-job runner and, when present, the demo worker of the SDK.
 
 The children are the stack of :mod:`chronicle.launcher`. Ctrl-C or SIGTERM stops
 every child (SIGTERM, wait up to 10 s, then SIGKILL) and exits 0. If a child exits
@@ -61,7 +61,7 @@ def database_url_from_settings(db: dict[str, Any]) -> str:
 
 
 class Command(BaseCommand):
-    help = "Run a development Chronicle: migrate, bootstrap, start frontend and shard owner."
+    help = "Run a development Chronicle: migrate, bootstrap, start frontend, shard owner and batch runner."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
