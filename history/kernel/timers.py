@@ -61,6 +61,11 @@ def check_fences(fences: Sequence[ShardFence]) -> None:
             raise ShardFenceLost(fence.shard_id)
 
 
+def check_fence(fence: ShardFence) -> None:
+    """One shard's fence (the transfer duties check theirs one shard at a time)."""
+    check_fences([fence])
+
+
 def fire_timers(fences: ShardFence | Sequence[ShardFence], timer_ids: list[tuple[int, str]]) -> int:
     """Fire the given (timer id, run id) rows in one transaction; return the fired count.
 
