@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from chronicle.api import StrictCharField, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import ChronicleError, ErrorCode, invalid
 from chronicle.openapi import endpoint
 from executions import schemas, selectors
 from history import kernel
@@ -277,6 +277,7 @@ class HistoryApi(NamespaceApi):
             default="ALL_EVENT",
             help_text="CLOSE_EVENT: only the run's close event; with wait_new_event, wait for it",
         )
+        run_id = serializers.UUIDField(required=False, default=None, help_text="the run (default: latest)")
 
     @endpoint(
         summary="Page through a run's history, optionally long-polling for new events",
@@ -289,7 +290,10 @@ class HistoryApi(NamespaceApi):
         params = self.ParamsSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         p = params.validated_data
-        execution = selectors.execution_get(ns, workflow_id, run_id)
+        query_run_id = str(p["run_id"]) if p["run_id"] is not None else None
+        if run_id is not None and query_run_id is not None and query_run_id != run_id:
+            raise invalid("run_id in the query differs from the run in the path")
+        execution = selectors.execution_get(ns, workflow_id, run_id or query_run_id)
         if p["history_event_filter_type"] == "CLOSE_EVENT":
             return Response(_close_event_page(execution, p))
         events, cursor = selectors.history_page(

@@ -31,6 +31,7 @@ from matching import schemas
 from matching.dispatch import DispatchThrottled, poll_once
 from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
+from namespaces.models import Namespace
 
 ASYNC_ENDPOINTS = [
     (
@@ -50,21 +51,26 @@ def _db(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     return sync_to_async(fn, thread_sensitive=False)
 
 
+def _admit_poller(authorization: str | None, namespace: str) -> tuple[Namespace, str]:
+    """Authenticate and gate a poll, and read the LISTEN conninfo: one trip to a thread."""
+    key = api_key_from_header(authorization)
+    return access_namespace(key, namespace, "worker"), listen_conninfo()
+
+
 async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str) -> HttpResponse:
     try:
         if request.method != "POST":
             return JsonResponse({"code": "method_not_allowed", "message": "use POST"}, status=405)
         refuse_nul(namespace + task_queue, "the path")
         body = parse_json_body(request.body)
-        key = await _db(api_key_from_header)(request.headers.get("Authorization"))
-        ns = await _db(access_namespace)(key, namespace, "worker")
+        ns, conninfo = await _db(_admit_poller)(request.headers.get("Authorization"), namespace)
         identity = str(body.get("identity") or "")[:1000]
         settings = engine_settings()
         timeout = min(
             float(body.get("timeout") or settings.poll_timeout_seconds),
             settings.poll_timeout_seconds,
         )
-        hub.ensure_listening(await _db(listen_conninfo)())
+        hub.ensure_listening(conninfo)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         wake_key = task_wakeup_key(ns.id, kind, task_queue)

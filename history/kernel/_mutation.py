@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode
+from history.kernel.retry import workflow_task_retry_delay
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
@@ -217,7 +218,14 @@ class ExecutionMutation:
         else:
             # Transient: the Scheduled and Started events exist only in memory.
             ex.wft_scheduled_event_id = ex.next_event_id
-        self.add_task(TaskKind.WORKFLOW, queue, ex.wft_scheduled_event_id, attempt)
+        delay = workflow_task_retry_delay(attempt)
+        self.add_task(
+            TaskKind.WORKFLOW,
+            queue,
+            ex.wft_scheduled_event_id,
+            attempt,
+            visible_at=self.now + timedelta(seconds=delay) if delay else None,
+        )
         if ex.sticky_task_queue:
             # Normal-queue pollers take the task at once if the sticky queue has no live poller.
             self._notifications.add(

@@ -248,6 +248,11 @@ def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
     return completed
 
 
+def _on_sticky_queue(ex: WorkflowExecution) -> bool:
+    """Whether the in-flight workflow task was dispatched to the run's sticky queue."""
+    return bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
+
+
 def _fail_task(
     mutation: ExecutionMutation,
     cause: str,
@@ -258,7 +263,7 @@ def _fail_task(
 ) -> None:
     """Fail the in-flight workflow task and schedule its retry (never fails the run)."""
     ex = mutation.execution
-    on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
+    on_sticky = _on_sticky_queue(ex)
     if ex.wft_attempt == 1:
         mutation.append(
             "WorkflowTaskFailed",
@@ -270,6 +275,8 @@ def _fail_task(
                 "identity": identity,
             },
         )
+    # Temporal's rule: a failure on a sticky queue clears stickiness without counting an
+    # attempt, so the retry on the normal queue is attempt 1 (and writes its events).
     attempt = ex.wft_attempt + 1 if count_attempt and not on_sticky else 1
     ex.sticky_task_queue = ""
     mutation.clear_workflow_task()
@@ -321,8 +328,7 @@ def time_out_workflow_task_txn(mutation: ExecutionMutation, *, timeout_type: str
                 "timeout_type": "START_TO_CLOSE",
             },
         )
-    on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
-    attempt = 1 if on_sticky else ex.wft_attempt + 1
+    attempt = 1 if _on_sticky_queue(ex) else ex.wft_attempt + 1
     ex.sticky_task_queue = ""
     mutation.clear_workflow_task()
     had_buffered = mutation.flush_buffer()
