@@ -18,6 +18,7 @@ from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
 from history.kernel.executions import time_out_workflow_txn
+from history.kernel.schedules import fire_schedule_timers_txn
 from history.kernel.workflow_tasks import time_out_workflow_task_txn
 from history.models import (
     ActivityState,
@@ -29,6 +30,7 @@ from history.models import (
 )
 
 log = logging.getLogger("chronicle.timers")
+_NO_RUN = ("", "None")
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,19 @@ def check_fence(fence: ShardFence) -> None:
 
 
 def fire_timers(fence: ShardFence, timer_ids: list[tuple[int, str]]) -> int:
-    """Fire the given (timer id, run id) rows of one shard in one transaction; return fired count."""
+    """Fire the given (timer id, run id) rows of one shard in one transaction; return fired count.
+
+    Rows without a run are schedules' firings (``history.kernel.schedules``).
+    """
     fired = 0
+    schedule_rows = [tid for tid, run_id in timer_ids if run_id in _NO_RUN]
+    if schedule_rows:
+        with transaction.atomic(durable=True):
+            check_fence(fence)
+            fired += fire_schedule_timers_txn(schedule_rows)
+        timer_ids = [(tid, run_id) for tid, run_id in timer_ids if run_id not in _NO_RUN]
+        if not timer_ids:
+            return fired
     with transaction.atomic(durable=True):
         check_fence(fence)
         run_ids = sorted({run_id for _, run_id in timer_ids})
