@@ -269,9 +269,7 @@ class Schedule(models.Model):
     last_updated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["namespace", "schedule_id"], name="uniq_schedule_id")
-        ]
+        constraints = [models.UniqueConstraint(fields=["namespace", "schedule_id"], name="uniq_schedule_id")]
 
     def __str__(self) -> str:
         return self.schedule_id

@@ -28,6 +28,16 @@ from history.kernel.executions import (
 )
 from history.kernel.queries import respond_query_task_completed
 from history.kernel.responses import WorkflowTaskResponse
+from history.kernel.schedules import (
+    Backfill,
+    ScheduleDefinition,
+    backfill_schedule,
+    create_schedule,
+    delete_schedule,
+    pause_schedule,
+    trigger_schedule,
+    update_schedule,
+)
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
 from history.kernel.workflow_tasks import (
     CompletionResult,
@@ -37,14 +47,20 @@ from history.kernel.workflow_tasks import (
 )
 
 __all__ = [
+    "Backfill",
     "CompletionResult",
+    "ScheduleDefinition",
     "ShardFence",
     "ShardFenceLost",
     "StartRequest",
     "StartResult",
     "WorkflowTaskResponse",
+    "backfill_schedule",
     "create_query",
+    "create_schedule",
+    "delete_schedule",
     "fire_timers",
+    "pause_schedule",
     "record_activity_task_heartbeat",
     "record_activity_task_started_txn",
     "record_workflow_task_started_txn",
@@ -58,4 +74,6 @@ __all__ = [
     "signal_workflow_execution",
     "start_workflow_execution",
     "terminate_workflow_execution",
+    "trigger_schedule",
+    "update_schedule",
 ]

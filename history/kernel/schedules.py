@@ -110,7 +110,9 @@ def _validate(namespace: Namespace, definition: ScheduleDefinition) -> None:
     validate_start(namespace, _start_request(definition.action, "validate", datetime.now(UTC), ""))
 
 
-def _start_request(action: dict[str, Any], workflow_id: str, actual: datetime, schedule_id: str) -> StartRequest:
+def _start_request(
+    action: dict[str, Any], workflow_id: str, actual: datetime, schedule_id: str
+) -> StartRequest:
     search_attributes = dict(action.get("search_attributes") or {})
     if schedule_id:
         search_attributes[SCHEDULED_BY_ID] = schedule_id
@@ -140,7 +142,9 @@ def create_schedule(namespace: Namespace, schedule_id: str, definition: Schedule
     now = timezone.now()
     with transaction.atomic(durable=True):
         if Schedule.objects.filter(namespace=namespace, schedule_id=schedule_id).exists():
-            raise ChronicleError(ErrorCode.WORKFLOW_ALREADY_STARTED, f"schedule {schedule_id!r} already exists")
+            raise ChronicleError(
+                ErrorCode.WORKFLOW_ALREADY_STARTED, f"schedule {schedule_id!r} already exists"
+            )
         schedule = Schedule(
             namespace=namespace,
             schedule_id=schedule_id,
@@ -284,7 +288,11 @@ def fire_schedule_timers_txn(timer_ids: list[int]) -> int:
     uses; a row another transaction holds is left for the next pass.
     """
     schedule_ids = sorted(
-        {sid for sid in TimerTask.objects.filter(id__in=timer_ids).values_list("schedule_id", flat=True) if sid}
+        {
+            sid
+            for sid in TimerTask.objects.filter(id__in=timer_ids).values_list("schedule_id", flat=True)
+            if sid
+        }
     )
     schedules = list(
         Schedule.objects.select_for_update(of=("self",))
@@ -404,9 +412,13 @@ class _Firing:
                 continue
             mutation = ExecutionMutation(execution, execution.namespace)
             if terminate:
-                terminate_txn(mutation, f"terminated by schedule {s.schedule_id} (overlap TERMINATE_OTHER)", None, "")
+                terminate_txn(
+                    mutation, f"terminated by schedule {s.schedule_id} (overlap TERMINATE_OTHER)", None, ""
+                )
             else:
-                request_cancel_txn(mutation, reason=f"schedule {s.schedule_id} (overlap CANCEL_OTHER)", identity="")
+                request_cancel_txn(
+                    mutation, reason=f"schedule {s.schedule_id} (overlap CANCEL_OTHER)", identity=""
+                )
             mutation.save()
         if terminate:
             s.running_actions = []
