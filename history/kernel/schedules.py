@@ -396,8 +396,9 @@ class _Firing:
             s.num_actions_skipped_overlap += 1
 
     def drain_buffer(self) -> None:
+        """Start buffered times while nothing runs; a paused schedule keeps its buffer."""
         s = self.schedule
-        while s.buffered_starts and not s.running_actions:
+        while s.buffered_starts and not s.running_actions and not s.paused:
             head, *rest = s.buffered_starts
             s.buffered_starts = rest
             if s.limited_actions and s.remaining_actions <= 0:
@@ -455,7 +456,7 @@ def _id_time(nominal: datetime) -> str:
 
 def next_fire_time(schedule: Schedule, now: datetime) -> datetime | None:
     """When the schedule's timer should fire next, or None if it has nothing to do."""
-    if schedule.buffered_starts and not schedule.running_actions:
+    if schedule.buffered_starts and not schedule.running_actions and not schedule.paused:
         return now
     if schedule.paused or (schedule.limited_actions and schedule.remaining_actions <= 0):
         return None
