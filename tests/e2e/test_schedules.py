@@ -102,7 +102,9 @@ def _max_concurrent(runs: list[WorkflowExecutionDescription]) -> int:
     return peak
 
 
-def test_every_second_for_five_seconds_starts_about_five_runs(stack: Stack, tenant: Tenant, queue: str) -> None:
+def test_every_second_for_five_seconds_starts_about_five_runs(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
     async def scenario() -> None:
         async with _client(stack, tenant) as client:
             handle = await client.create_schedule(_sid(), _schedule(queue))
@@ -130,51 +132,50 @@ def test_overlap_policies_with_a_workflow_longer_than_the_interval(
     """Six schedules, one per policy, each firing every second a 2.5 s workflow for ~6.5 s."""
 
     async def scenario() -> None:
-        async with _client(stack, tenant) as client:
-            async with Worker(client, task_queue=queue, workflows=[Report]):
-                handles = {
-                    policy: await client.create_schedule(
-                        _sid(), _schedule(queue, seconds=2.5, overlap=policy, action_id=policy.name.lower())
-                    )
-                    for policy in ScheduleOverlapPolicy
-                }
-                await asyncio.sleep(6.5)
-                for handle in handles.values():
-                    await handle.pause()
-                described = {p: await h.describe() for p, h in handles.items()}
-                runs = {p: await _started(client, d) for p, d in described.items()}
-                statuses = {p: [r.status for r in rs] for p, rs in runs.items()}
+        async with _client(stack, tenant) as client, Worker(client, task_queue=queue, workflows=[Report]):
+            handles = {
+                policy: await client.create_schedule(
+                    _sid(), _schedule(queue, seconds=2.5, overlap=policy, action_id=policy.name.lower())
+                )
+                for policy in ScheduleOverlapPolicy
+            }
+            await asyncio.sleep(6.5)
+            for handle in handles.values():
+                await handle.pause()
+            described = {p: await h.describe() for p, h in handles.items()}
+            runs = {p: await _started(client, d) for p, d in described.items()}
+            statuses = {p: [r.status for r in rs] for p, rs in runs.items()}
 
-                skip = described[ScheduleOverlapPolicy.SKIP].info
-                assert _max_concurrent(runs[ScheduleOverlapPolicy.SKIP]) == 1
-                assert skip.num_actions in (2, 3) and skip.num_actions_skipped_overlap >= 2
+            skip = described[ScheduleOverlapPolicy.SKIP].info
+            assert _max_concurrent(runs[ScheduleOverlapPolicy.SKIP]) == 1
+            assert skip.num_actions in (2, 3) and skip.num_actions_skipped_overlap >= 2
 
-                one = described[ScheduleOverlapPolicy.BUFFER_ONE]
-                assert _max_concurrent(runs[ScheduleOverlapPolicy.BUFFER_ONE]) == 1
-                assert one.info.num_actions_skipped_overlap >= 1
-                first, second = runs[ScheduleOverlapPolicy.BUFFER_ONE][:2]
-                assert first.close_time and second.start_time
-                assert second.start_time - first.close_time < timedelta(seconds=1)  # started on the close
+            one = described[ScheduleOverlapPolicy.BUFFER_ONE]
+            assert _max_concurrent(runs[ScheduleOverlapPolicy.BUFFER_ONE]) == 1
+            assert one.info.num_actions_skipped_overlap >= 1
+            first, second = runs[ScheduleOverlapPolicy.BUFFER_ONE][:2]
+            assert first.close_time and second.start_time
+            assert second.start_time - first.close_time < timedelta(seconds=1)  # started on the close
 
-                every = described[ScheduleOverlapPolicy.BUFFER_ALL]
-                assert _max_concurrent(runs[ScheduleOverlapPolicy.BUFFER_ALL]) == 1
-                assert every.info.num_actions_skipped_overlap == 0
-                waiting = api.get(f"/schedules/{every.id}").json()["info"]["buffered_actions"]
-                assert waiting >= 2  # every due time waits its turn
+            every = described[ScheduleOverlapPolicy.BUFFER_ALL]
+            assert _max_concurrent(runs[ScheduleOverlapPolicy.BUFFER_ALL]) == 1
+            assert every.info.num_actions_skipped_overlap == 0
+            waiting = api.get(f"/schedules/{every.id}").json()["info"]["buffered_actions"]
+            assert waiting >= 2  # every due time waits its turn
 
-                assert WorkflowExecutionStatus.CANCELED in statuses[ScheduleOverlapPolicy.CANCEL_OTHER]
-                assert _max_concurrent(runs[ScheduleOverlapPolicy.CANCEL_OTHER]) == 1
-                assert WorkflowExecutionStatus.TERMINATED in statuses[ScheduleOverlapPolicy.TERMINATE_OTHER]
-                assert statuses[ScheduleOverlapPolicy.TERMINATE_OTHER].count(WorkflowExecutionStatus.RUNNING) <= 1
+            assert WorkflowExecutionStatus.CANCELED in statuses[ScheduleOverlapPolicy.CANCEL_OTHER]
+            assert _max_concurrent(runs[ScheduleOverlapPolicy.CANCEL_OTHER]) == 1
+            assert WorkflowExecutionStatus.TERMINATED in statuses[ScheduleOverlapPolicy.TERMINATE_OTHER]
+            assert statuses[ScheduleOverlapPolicy.TERMINATE_OTHER].count(WorkflowExecutionStatus.RUNNING) <= 1
 
-                allow = described[ScheduleOverlapPolicy.ALLOW_ALL].info
-                assert allow.num_actions >= 5 and allow.num_actions_skipped_overlap == 0
-                assert _max_concurrent(runs[ScheduleOverlapPolicy.ALLOW_ALL]) >= 2
+            allow = described[ScheduleOverlapPolicy.ALLOW_ALL].info
+            assert allow.num_actions >= 5 and allow.num_actions_skipped_overlap == 0
+            assert _max_concurrent(runs[ScheduleOverlapPolicy.ALLOW_ALL]) >= 2
 
-                completed = statuses[ScheduleOverlapPolicy.SKIP][0]
-                assert completed == WorkflowExecutionStatus.COMPLETED
-                for handle in handles.values():
-                    await handle.delete()
+            completed = statuses[ScheduleOverlapPolicy.SKIP][0]
+            assert completed == WorkflowExecutionStatus.COMPLETED
+            for handle in handles.values():
+                await handle.delete()
 
     asyncio.run(scenario())
 
