@@ -306,21 +306,19 @@ def fire_schedule_timers_txn(timer_ids: list[int]) -> int:
         .values_list("schedule_id", flat=True)
     )
     now = timezone.now()
-    fired = 0
-    for schedule in schedules:
-        if schedule.id in locked:
-            _fire(schedule, now)
-            fired += 1
-    return fired
+    fired = [s for s in schedules if s.id in locked]
+    _replace_timers(fired, [_fire(schedule, now) for schedule in fired])
+    return len(fired)
 
 
-def _fire(schedule: Schedule, now: datetime) -> None:
+def _fire(schedule: Schedule, now: datetime) -> TimerTask | None:
+    """Advance one schedule to now; return its next timer row (not yet written)."""
     run = _Firing(schedule, now)
     run.refresh_running()
     more = run.take_due_times()
     run.drain_buffer()
     schedule.save()
-    _reschedule(schedule, now, again_now=more)
+    return _next_timer(schedule, now, again_now=more)
 
 
 class _Firing:
@@ -467,16 +465,27 @@ def next_fire_time(schedule: Schedule, now: datetime) -> datetime | None:
     return spec.actual_time(nominal, f"{schedule.namespace_id}/{schedule.schedule_id}")
 
 
-def _reschedule(schedule: Schedule, now: datetime, *, again_now: bool = False) -> None:
+def _reschedule(schedule: Schedule, now: datetime) -> None:
     """Replace the schedule's timer rows with one at its next firing (none if idle)."""
-    TimerTask.objects.filter(schedule=schedule).delete()
+    _replace_timers([schedule], [_next_timer(schedule, now, again_now=False)])
+
+
+def _next_timer(schedule: Schedule, now: datetime, *, again_now: bool) -> TimerTask | None:
     fire_at = now if again_now else next_fire_time(schedule, now)
     if fire_at is None:
+        return None
+    return TimerTask(shard_id=schedule.shard_id, fire_at=fire_at, kind=TimerKind.SCHEDULE, schedule=schedule)
+
+
+def _replace_timers(schedules: list[Schedule], timers: list[TimerTask | None]) -> None:
+    """One DELETE, one INSERT and one NOTIFY for a whole firing batch of schedules."""
+    TimerTask.objects.filter(schedule__in=schedules).delete()
+    rows = [t for t in timers if t is not None]
+    if not rows:
         return
-    TimerTask.objects.create(
-        shard_id=schedule.shard_id, fire_at=fire_at, kind=TimerKind.SCHEDULE, schedule=schedule
-    )
-    notify(TIMERS_CHANNEL, f"{schedule.shard_id}|{fire_at.timestamp()}")
+    TimerTask.objects.bulk_create(rows)
+    earliest = min(rows, key=lambda t: t.fire_at)
+    notify(TIMERS_CHANNEL, f"{earliest.shard_id}|{earliest.fire_at.timestamp()}")
 
 
 def upcoming_action_times(schedule: Schedule, count: int = 10) -> list[datetime]:
