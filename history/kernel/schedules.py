@@ -230,6 +230,7 @@ def trigger_schedule(namespace: Namespace, schedule_id: str, *, overlap: str = "
         now = timezone.now()
         run = _Firing(schedule, now)
         run.refresh_running()
+        run.drain_buffer()
         run.take(now, now, overlap or run.overlap)
         run.drain_buffer()
         _touch(schedule, now)
@@ -248,6 +249,7 @@ def backfill_schedule(namespace: Namespace, schedule_id: str, backfills: list[Ba
         now = timezone.now()
         run = _Firing(schedule, now)
         run.refresh_running()
+        run.drain_buffer()
         for backfill in backfills:
             times = _times_between(run.spec, backfill.start_at, backfill.end_at)
             if len(times) > MAX_BACKFILL_TIMES:
@@ -315,6 +317,7 @@ def _fire(schedule: Schedule, now: datetime) -> TimerTask | None:
     """Advance one schedule to now; return its next timer row (not yet written)."""
     run = _Firing(schedule, now)
     run.refresh_running()
+    run.drain_buffer()  # older times first: what waited for a run that closed goes before new ones
     more = run.take_due_times()
     run.drain_buffer()
     schedule.save()
