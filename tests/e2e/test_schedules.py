@@ -134,17 +134,17 @@ def test_every_second_for_five_seconds_starts_about_five_runs(
 def test_overlap_policies_with_a_workflow_longer_than_the_interval(
     stack: Stack, tenant: Tenant, queue: str, api: Api
 ) -> None:
-    """Six schedules, one per policy, each firing every second a 2.5 s workflow for ~6.5 s."""
+    """Six schedules, one per policy, each firing every second a 2 s workflow for 8 s."""
 
     async def scenario() -> None:
         async with _client(stack, tenant) as client, Worker(client, task_queue=queue, workflows=[Report]):
             handles = {
                 policy: await client.create_schedule(
-                    _sid(), _schedule(queue, seconds=2.5, overlap=policy, action_id=policy.name.lower())
+                    _sid(), _schedule(queue, seconds=2.0, overlap=policy, action_id=policy.name.lower())
                 )
                 for policy in ScheduleOverlapPolicy
             }
-            await asyncio.sleep(6.5)
+            await asyncio.sleep(8)
             for handle in handles.values():
                 await handle.pause()
             described = {p: await h.describe() for p, h in handles.items()}
@@ -153,7 +153,7 @@ def test_overlap_policies_with_a_workflow_longer_than_the_interval(
 
             skip = described[ScheduleOverlapPolicy.SKIP].info
             assert _max_concurrent(runs[ScheduleOverlapPolicy.SKIP]) == 1
-            assert skip.num_actions in (2, 3) and skip.num_actions_skipped_overlap >= 2
+            assert skip.num_actions >= 2 and skip.num_actions_skipped_overlap >= 2
 
             one = described[ScheduleOverlapPolicy.BUFFER_ONE]
             assert _max_concurrent(runs[ScheduleOverlapPolicy.BUFFER_ONE]) == 1
