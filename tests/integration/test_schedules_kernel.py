@@ -13,6 +13,7 @@ from chronicle.errors import ChronicleError
 from history import kernel
 from history.kernel.schedules import SCHEDULED_START_TIME, fire_schedule_timers_txn
 from history.models import ExecutionStatus, Schedule, TimerKind, TimerTask, WorkflowExecution
+from matching.dispatch import poll_once
 from namespaces.models import Namespace
 from tests.factories import NamespaceFactory
 
@@ -136,3 +137,47 @@ def test_bad_definitions_are_refused_before_anything_is_written(change: dict[str
     with pytest.raises(ChronicleError, match=message):
         kernel.create_schedule(ns, "bad", definition)
     assert not Schedule.objects.filter(namespace=ns).exists()
+
+
+def test_cancel_other_requests_cancellation_and_starts_after_the_close() -> None:
+    ns = NamespaceFactory()
+    schedule = kernel.create_schedule(ns, "c", _definition(overlap="CANCEL_OTHER"))
+    kernel.trigger_schedule(ns, "c")
+    (first,) = _runs(ns)
+    Schedule.objects.filter(pk=schedule.pk).update(cursor_time=timezone.now() - timedelta(seconds=1.5))
+    schedule = _fire_now(schedule)
+    first.refresh_from_db()
+    assert first.cancel_requested and first.is_running
+    assert len(schedule.buffered_starts) == 1 and schedule.num_actions == 1
+    kernel.terminate_workflow_execution(ns, workflow_id=first.workflow_id, run_id=None)  # the run gives up
+    schedule = _fire_now(schedule)
+    assert schedule.num_actions >= 2 and schedule.buffered_starts == []
+
+
+def test_pause_on_failure_pauses_when_a_started_run_fails() -> None:
+    ns = NamespaceFactory()
+    schedule = kernel.create_schedule(ns, "p", _definition(overlap="SKIP", pause_on_failure=True))
+    kernel.trigger_schedule(ns, "p")
+    (run,) = _runs(ns)
+    task = poll_once(ns, "q", "workflow", "test-worker")
+    assert task is not None
+    kernel.respond_workflow_task_completed(
+        task_token=task["task_token"],
+        commands=[{"command_type": "FailWorkflowExecution", "attributes": {"failure": {"message": "boom"}}}],
+    )
+    Schedule.objects.filter(pk=schedule.pk).update(cursor_time=timezone.now() - timedelta(seconds=1.5))
+    schedule = _fire_now(schedule)
+    assert schedule.paused and run.workflow_id in schedule.note
+    assert schedule.num_actions == 1  # nothing more started
+    assert not TimerTask.objects.filter(schedule=schedule).exists()
+
+
+def test_unpause_does_not_catch_up_the_paused_time() -> None:
+    ns = NamespaceFactory()
+    schedule = kernel.create_schedule(ns, "u", _definition(overlap="ALLOW_ALL"))
+    kernel.pause_schedule(ns, "u", paused=True, note="hold")
+    Schedule.objects.filter(pk=schedule.pk).update(cursor_time=timezone.now() - timedelta(seconds=30))
+    schedule = kernel.pause_schedule(ns, "u", paused=False, note="")
+    assert schedule.note == "Unpaused via API"
+    schedule = _fire_now(schedule)
+    assert schedule.num_actions <= 1 and schedule.num_actions_missed_catchup_window == 0
