@@ -288,3 +288,43 @@ def test_update_changes_the_action_and_delete_removes_the_schedule(
     )
     assert wrong_tz.status_code == 400 and "time_zone_name" in wrong_tz.json()["message"]
     assert api.get("/schedules/tz").status_code == 404
+
+
+def test_a_shard_owner_that_was_down_fires_only_what_is_inside_the_catchup_window(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
+    """Stop the stack's shard owner for 13 s under a 10 s catch-up window, then start a new one."""
+
+    async def scenario() -> None:
+        async with _client(stack, tenant) as client:
+            schedule = _schedule(queue)
+            schedule.policy.catchup_window = timedelta(seconds=10)
+            handle = await client.create_schedule(_sid(), schedule)
+            owner = stack.processes[1]
+            owner.terminate()  # SIGTERM: it releases its leases on the way out
+            owner.wait(15)
+            stopped_at = datetime.now(UTC)
+            before = (await handle.describe()).info
+            await asyncio.sleep(13)
+            assert (await handle.describe()).info.num_actions == before.num_actions  # nobody fires
+            # keep the stack's layout: its shard owner stays processes[1]
+            stack.processes[1] = stack.start_shard_owner(f"owner-{uuid.uuid4().hex[:6]}")
+            stack.processes.pop()
+            for _ in range(300):  # the new daemon boots, claims the shards and catches up
+                if (await handle.describe()).info.num_actions > before.num_actions:
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1)
+            await handle.pause()
+            after = (await handle.describe()).info
+            assert after.num_actions_missed_catchup_window >= 2, after
+            # what fired is the window's worth (ten times), not the whole outage
+            assert after.num_actions - before.num_actions >= 9, after
+            caught_up = [
+                a.scheduled_at for a in after.recent_actions[-(after.num_actions - before.num_actions) :]
+            ]
+            first_fired = min(caught_up)
+            assert first_fired - stopped_at >= timedelta(seconds=2), (stopped_at, caught_up)
+            await handle.delete()
+
+    asyncio.run(scenario())
