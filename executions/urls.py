@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from executions import api, schedule_api
+from executions import api, batch_api, schedule_api
 
 _w = "workflows/<str:workflow_id>"
 _r = _w + "/runs/<str:run_id>"
@@ -16,6 +16,9 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/unpause", schedule_api.ScheduleUnpauseApi.as_view()),
     path("schedules/<str:schedule_id>/trigger", schedule_api.ScheduleTriggerApi.as_view()),
     path("schedules/<str:schedule_id>/backfill", schedule_api.ScheduleBackfillApi.as_view()),
+    path("batch-operations", batch_api.BatchListApi.as_view()),
+    path("batch-operations/<str:job_id>", batch_api.BatchDetailApi.as_view()),
+    path("batch-operations/<str:job_id>/stop", batch_api.BatchStopApi.as_view()),
 ]
 for prefix in (_w, _r):
     urlpatterns += [
@@ -25,4 +28,6 @@ for prefix in (_w, _r):
         path(prefix + "/cancel", api.CancelApi.as_view()),
         path(prefix + "/terminate", api.TerminateApi.as_view()),
         path(prefix + "/history", api.HistoryApi.as_view()),
+        path(prefix + "/reset", api.ResetApi.as_view()),
+        path(prefix + "/reset-preview", api.ResetPreviewApi.as_view()),
     ]

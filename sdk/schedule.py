@@ -17,6 +17,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from sdk._runtime.definition import workflow_name
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter
 
@@ -155,8 +156,6 @@ class ScheduleActionStartWorkflow:
         memo: dict[str, Any] | None = None,
         search_attributes: dict[str, Any] | None = None,
     ) -> None:
-        from sdk.client import workflow_name  # the client imports this module
-
         self.workflow = workflow_name(workflow)
         self.args: Sequence[Any] = list(args) if args else ([] if arg is None else [arg])
         self.id = id

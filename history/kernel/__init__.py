@@ -27,6 +27,7 @@ from history.kernel.executions import (
     terminate_workflow_execution,
 )
 from history.kernel.queries import respond_query_task_completed
+from history.kernel.reset import ResetPoint, preview_reset, reset_workflow_execution
 from history.kernel.responses import WorkflowTaskResponse
 from history.kernel.schedules import (
     Backfill,
@@ -49,6 +50,7 @@ from history.kernel.workflow_tasks import (
 __all__ = [
     "Backfill",
     "CompletionResult",
+    "ResetPoint",
     "ScheduleDefinition",
     "ShardFence",
     "ShardFenceLost",
@@ -61,10 +63,12 @@ __all__ = [
     "delete_schedule",
     "fire_timers",
     "pause_schedule",
+    "preview_reset",
     "record_activity_task_heartbeat",
     "record_activity_task_started_txn",
     "record_workflow_task_started_txn",
     "request_cancel_workflow_execution",
+    "reset_workflow_execution",
     "respond_activity_task_canceled",
     "respond_activity_task_completed",
     "respond_activity_task_failed",
