@@ -10,11 +10,13 @@ from django.db.models import Q, QuerySet
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel.responses import serialize_event
+from history.kernel.schedules import upcoming_action_times
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
     PendingActivity,
     PendingChildExecution,
+    Schedule,
     WorkflowExecution,
 )
 from namespaces.models import Namespace
@@ -181,3 +183,65 @@ def execution_list(
     rows = rows[:page_size]
     next_cursor = f"{rows[-1].start_time.isoformat()}|{rows[-1].run_id}" if more else None
     return [execution_summary(r) for r in rows], next_cursor
+
+
+def schedule_get(namespace: Namespace, schedule_id: str) -> Schedule:
+    schedule = Schedule.objects.filter(namespace=namespace, schedule_id=schedule_id).first()
+    if schedule is None:
+        raise ChronicleError(ErrorCode.NOT_FOUND, f"schedule {schedule_id!r} not found")
+    return schedule
+
+
+def schedule_describe(schedule: Schedule) -> dict[str, Any]:
+    """The definition as the client sent it, plus what the schedule has done (``info``).
+
+    ``running_actions`` is read against the runs' status now, so a run that closed a
+    moment ago is not reported running while the schedule has yet to fire again.
+    """
+    running_ids = [a["run_id"] for a in schedule.running_actions]
+    still_running = {
+        str(r)
+        for r in WorkflowExecution.objects.filter(
+            run_id__in=running_ids, status=ExecutionStatus.RUNNING
+        ).values_list("run_id", flat=True)
+    }
+    return {
+        "schedule_id": schedule.schedule_id,
+        "conflict_token": schedule.conflict_token,
+        "memo": schedule.memo,
+        "schedule": {
+            "spec": schedule.spec,
+            "action": schedule.action,
+            "policy": schedule.policy,
+            "state": {
+                "paused": schedule.paused,
+                "note": schedule.note,
+                "limited_actions": schedule.limited_actions,
+                "remaining_actions": schedule.remaining_actions,
+            },
+        },
+        "info": {
+            "num_actions": schedule.num_actions,
+            "num_actions_missed_catchup_window": schedule.num_actions_missed_catchup_window,
+            "num_actions_skipped_overlap": schedule.num_actions_skipped_overlap,
+            "running_actions": [a for a in schedule.running_actions if a["run_id"] in still_running],
+            "recent_actions": schedule.recent_actions,
+            "next_action_times": [t.isoformat() for t in upcoming_action_times(schedule)],
+            "buffered_actions": len(schedule.buffered_starts),
+            "created_at": schedule.created_at.isoformat(),
+            "last_updated_at": schedule.last_updated_at.isoformat() if schedule.last_updated_at else None,
+        },
+    }
+
+
+def schedule_list(
+    namespace: Namespace, *, page_size: int = 100, cursor: str = ""
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Schedules in id order, a page at a time; the cursor is the last id of the page."""
+    qs = Schedule.objects.filter(namespace=namespace).order_by("schedule_id")
+    if cursor:
+        qs = qs.filter(schedule_id__gt=cursor)
+    rows = list(qs[: page_size + 1])
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    return [schedule_describe(s) for s in rows], rows[-1].schedule_id if more else None

@@ -25,6 +25,28 @@ from sdk.exceptions import (
     WorkflowAlreadyStartedError,
     WorkflowFailureError,
 )
+from sdk.schedule import (
+    Schedule,
+    ScheduleActionExecutionStartWorkflow,
+    ScheduleActionResult,
+    ScheduleActionStartWorkflow,
+    ScheduleBackfill,
+    ScheduleCalendarSpec,
+    ScheduleDescription,
+    ScheduleHandle,
+    ScheduleInfo,
+    ScheduleIntervalSpec,
+    ScheduleListDescription,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleRange,
+    ScheduleSpec,
+    ScheduleState,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+    create_schedule,
+    list_schedules,
+)
 
 CLOSE_EVENTS = {
     "WorkflowExecutionCompleted",
@@ -320,8 +342,52 @@ class Client:
             if not cursor:
                 return
 
+    async def create_schedule(
+        self,
+        id: str,
+        schedule: Schedule,
+        *,
+        trigger_immediately: bool = False,
+        backfill: Sequence[ScheduleBackfill] = (),
+        memo: dict[str, Any] | None = None,
+    ) -> ScheduleHandle:
+        """Create a schedule on the server; it fires from now on by its spec."""
+        return await create_schedule(
+            self, id, schedule, trigger_immediately=trigger_immediately, backfill=backfill, memo=memo
+        )
+
+    def get_schedule_handle(self, id: str) -> ScheduleHandle:
+        return ScheduleHandle(self, id)
+
+    def list_schedules(self, *, page_size: int = 1000) -> AsyncIterator[ScheduleListDescription]:
+        """Every schedule of the namespace, in id order."""
+        return list_schedules(self, page_size=page_size)
+
 
 _NO_ARG: Any = object()
+__all__ = [
+    "Client",
+    "Schedule",
+    "ScheduleActionExecutionStartWorkflow",
+    "ScheduleActionResult",
+    "ScheduleActionStartWorkflow",
+    "ScheduleBackfill",
+    "ScheduleCalendarSpec",
+    "ScheduleDescription",
+    "ScheduleHandle",
+    "ScheduleInfo",
+    "ScheduleIntervalSpec",
+    "ScheduleListDescription",
+    "ScheduleOverlapPolicy",
+    "SchedulePolicy",
+    "ScheduleRange",
+    "ScheduleSpec",
+    "ScheduleState",
+    "ScheduleUpdate",
+    "ScheduleUpdateInput",
+    "WorkflowExecutionDescription",
+    "WorkflowHandle",
+]
 _QUERY_FIELDS = {
     "workflowtype": "workflow_type",
     "workflowid": "workflow_id",

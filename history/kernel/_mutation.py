@@ -26,6 +26,7 @@ from history.models import (
     HistoryEvent,
     PendingActivity,
     PendingChildExecution,
+    Schedule,
     Task,
     TaskKind,
     TimerKind,
@@ -39,6 +40,8 @@ log = logging.getLogger("chronicle.kernel")
 TASKS_CHANNEL = "chronicle_tasks_v1"
 HISTORY_CHANNEL = "chronicle_history_v1"
 TIMERS_CHANNEL = "chronicle_timers_v1"
+# The search attribute naming the schedule that started a run (Temporal's TemporalScheduledById).
+SCHEDULED_BY_ID = "ChronicleScheduledById"
 PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
 
 # Timer rows a run's close keeps: its retention, and the duties that follow a child's start or close.
@@ -347,7 +350,30 @@ class ExecutionMutation:
         ex.buffered_events = []
         self.clear_workflow_task()
         self.closed_now = True
+        self._wake_schedule()
         return event_id
+
+    def _wake_schedule(self) -> None:
+        """A run a schedule started closed: fire the schedule now so it sees the close.
+
+        The schedule decides overlap and starts buffered actions in its own firing; this
+        only inserts its timer row, so no schedule row is locked after a run row.
+        """
+        schedule_id = self.execution.search_attributes.get(SCHEDULED_BY_ID)
+        if not isinstance(schedule_id, str):
+            return
+        row = (
+            Schedule.objects.filter(namespace_id=self.execution.namespace_id, schedule_id=schedule_id)
+            .values_list("id", "shard_id")
+            .first()
+        )
+        if row is None:
+            return
+        pk, shard_id = row
+        self._timers.append(
+            TimerTask(shard_id=shard_id, fire_at=self.now, kind=TimerKind.SCHEDULE, schedule_id=pk)
+        )
+        self._notifications.add((TIMERS_CHANNEL, f"{shard_id}|{self.now.timestamp()}"))
 
     def _drop_pending_work(self) -> None:
         ex = self.execution

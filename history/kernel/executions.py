@@ -91,7 +91,8 @@ def _already_started(current: WorkflowExecution) -> ChronicleError:
     )
 
 
-def _terminate(mutation: ExecutionMutation, reason: str, details: Any, identity: str) -> None:
+def terminate_txn(mutation: ExecutionMutation, reason: str, details: Any, identity: str) -> None:
+    """Close a locked, running run as terminated."""
     mutation.close(
         ExecutionStatus.TERMINATED,
         "WorkflowExecutionTerminated",
@@ -303,6 +304,17 @@ def start_workflow_execution(
     raise ChronicleError(ErrorCode.CONFLICT, "concurrent starts of this workflow id; retry")
 
 
+def start_workflow_execution_txn(namespace: Namespace, req: StartRequest) -> StartResult:
+    """Start a run inside the caller's transaction (a schedule's firing holds its own).
+
+    A savepoint keeps a refused start (the id is running, the reuse policy says no)
+    from spoiling the caller's other writes.
+    """
+    validate_start(namespace, req)
+    with transaction.atomic():
+        return _start_txn(namespace, req, req.id_reuse_policy, req.id_conflict_policy or "FAIL", None)
+
+
 def _start_txn(
     namespace: Namespace,
     req: StartRequest,
@@ -336,7 +348,7 @@ def _start_txn(
             )
         new = _create_run(namespace, req, signal=signal)
         old = ExecutionMutation(current, namespace)
-        _terminate(
+        terminate_txn(
             old,
             "TerminateIfRunning WorkflowIdReusePolicy",
             f"terminated by new runID: {new.execution.run_id}",
@@ -440,15 +452,22 @@ def request_cancel_workflow_execution(
     ``external`` names the requesting workflow and its Initiated event when one asked.
     """
     with transaction.atomic(durable=True):
-        execution = lock_execution(namespace, workflow_id, run_id)
-        if not execution.is_running or execution.cancel_requested:
-            return
-        execution.cancel_requested = True
-        mutation = ExecutionMutation(execution, namespace)
-        mutation.add_outside_event(
-            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity, **(external or {})}
-        )
+        mutation = ExecutionMutation(lock_execution(namespace, workflow_id, run_id), namespace)
+        request_cancel_txn(mutation, reason=reason, identity=identity, external=external)
         mutation.save()
+
+
+def request_cancel_txn(
+    mutation: ExecutionMutation, *, reason: str, identity: str, external: dict[str, Any] | None = None
+) -> None:
+    """Record a cancel request on a locked run; a no-op on a closed or already-cancelling run."""
+    execution = mutation.execution
+    if not execution.is_running or execution.cancel_requested:
+        return
+    execution.cancel_requested = True
+    mutation.add_outside_event(
+        "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity, **(external or {})}
+    )
 
 
 def terminate_workflow_execution(
@@ -466,7 +485,7 @@ def terminate_workflow_execution(
         if not execution.is_running:
             raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
         mutation = ExecutionMutation(execution, namespace)
-        _terminate(mutation, reason, details, identity)
+        terminate_txn(mutation, reason, details, identity)
         mutation.save()
 
 

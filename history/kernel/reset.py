@@ -30,7 +30,7 @@ from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, lock_execution, payload_size
 from history.kernel.activity_tasks import restore_activity_txn
 from history.kernel.commands import merge_search_attributes
-from history.kernel.executions import _terminate, arm_workflow_timeouts
+from history.kernel.executions import arm_workflow_timeouts, terminate_txn
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
@@ -420,7 +420,7 @@ def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id
     if terminated:
         ending = ExecutionMutation(plan.current, namespace)
         plan.current.reset_run_id = new.run_id
-        _terminate(ending, reason, None, RESETTER_IDENTITY)
+        terminate_txn(ending, reason, None, RESETTER_IDENTITY)
         ending.save()
     if not terminated or plan.base.run_id != plan.current.run_id:
         WorkflowExecution.objects.filter(run_id=plan.base.run_id).update(reset_run_id=new.run_id)

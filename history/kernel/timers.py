@@ -19,6 +19,7 @@ from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
 from history.kernel.executions import time_out_workflow_txn
+from history.kernel.schedules import fire_schedule_timers_txn
 from history.kernel.workflow_tasks import time_out_workflow_task_txn
 from history.models import (
     ActivityState,
@@ -30,6 +31,7 @@ from history.models import (
 )
 
 log = logging.getLogger("chronicle.timers")
+_NO_RUN = ("", "None")
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,21 @@ def fire_timers(fences: ShardFence | Sequence[ShardFence], timer_ids: list[tuple
     """Fire the given (timer id, run id) rows in one transaction; return the fired count.
 
     The rows may span several shards (the owner claims due rows across all it owns);
-    ``fences`` holds one fence per shard the rows belong to.
+    ``fences`` holds one fence per shard the rows belong to. Rows without a run are
+    schedules' firings (``history.kernel.schedules``).
     """
     fired = 0
+    fence_list = [fences] if isinstance(fences, ShardFence) else list(fences)
+    schedule_rows = [tid for tid, run_id in timer_ids if run_id in _NO_RUN]
+    if schedule_rows:
+        with transaction.atomic(durable=True):
+            check_fences(fence_list)
+            fired += fire_schedule_timers_txn(schedule_rows)
+        timer_ids = [(tid, run_id) for tid, run_id in timer_ids if run_id not in _NO_RUN]
+        if not timer_ids:
+            return fired
     with transaction.atomic(durable=True):
-        check_fences([fences] if isinstance(fences, ShardFence) else fences)
+        check_fences(fence_list)
         run_ids = sorted({run_id for _, run_id in timer_ids})
         # Lock the runs only, not their namespace rows (see ``lock_run``).
         runs = {
