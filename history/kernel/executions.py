@@ -16,6 +16,7 @@ from history.kernel._mutation import ExecutionMutation, check_payload, lock_exec
 from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy
+from history.kernel.versioning import current_build_id
 from history.models import (
     ExecutionStatus,
     SignalRequest,
@@ -96,7 +97,13 @@ def _create_run(
     attempt: int = 1,
     extra_start_attrs: dict[str, Any] | None = None,
     inherited_expiration: datetime | None = None,
+    inherited_build_id: str | None = None,
 ) -> ExecutionMutation:
+    """Build the new run and its first events (not saved).
+
+    The run is pinned to ``inherited_build_id`` when given (a retry or continue-as-new
+    on the same queue stays on its build), otherwise to the queue's current build.
+    """
     now = timezone.now()
     run_id = uuid.uuid4()
     run_timeout = effective_run_timeout(req.execution_timeout, req.run_timeout)
@@ -133,6 +140,9 @@ def _create_run(
         create_request_id=req.request_id or str(uuid.uuid4()),
         first_run_id=first_run_id or run_id,
         previous_run_id=previous.run_id if previous else None,
+        assigned_build_id=(
+            inherited_build_id if inherited_build_id is not None else current_build_id(namespace, req.task_queue)
+        ),
     )
     mutation = ExecutionMutation(execution, namespace)
     mutation.now = now
@@ -156,6 +166,7 @@ def _create_run(
             "original_execution_run_id": str(run_id),
             "continued_execution_run_id": str(previous.run_id) if previous else None,
             "request_id": execution.create_request_id,
+            **({"assigned_build_id": execution.assigned_build_id} if execution.assigned_build_id else {}),
             **(extra_start_attrs or {}),
         },
     )
@@ -284,7 +295,12 @@ def _start_txn(
         )
     mutation = _create_run(namespace, req, signal=signal)
     eager = None
-    if req.request_eager_execution and mutation.execution.wft_scheduled_event_id:
+    # A pinned run's first task belongs to its build's pollers; the caller's build is unknown.
+    if (
+        req.request_eager_execution
+        and mutation.execution.wft_scheduled_event_id
+        and not mutation.execution.assigned_build_id
+    ):
         # Recorded exactly as a poll would; the task row written above is then stale
         # and matching drops it.
         mutation.start_workflow_task(identity=req.identity, request_id="eager")
@@ -439,6 +455,7 @@ def continue_as_new_txn(
         first_run_id=ex.first_run_id,
         extra_start_attrs={"initiator": "WORKFLOW"},
         inherited_expiration=ex.execution_expiration_time,
+        inherited_build_id=ex.assigned_build_id if req.task_queue == ex.task_queue else None,
     )
     ex.new_run_id = new.execution.run_id
     mutation.close(
@@ -533,6 +550,7 @@ def _retry_workflow(mutation: ExecutionMutation, failure: dict[str, Any]) -> tup
         attempt=ex.attempt + 1,
         extra_start_attrs={"initiator": "RETRY", "continued_failure": failure},
         inherited_expiration=ex.execution_expiration_time,
+        inherited_build_id=ex.assigned_build_id,
     )
     ex.new_run_id = new.execution.run_id
     mutation.followers.append(new)
