@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel.responses import serialize_event
+from history.kernel.versioning import wire_build_id
 from history.models import ExecutionStatus, HistoryEvent, PendingActivity, WorkflowExecution
 from namespaces.models import Namespace
 
@@ -47,6 +48,7 @@ def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
         "first_run_id": str(ex.first_run_id),
         "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
         "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
+        "assigned_build_id": wire_build_id(ex.assigned_build_id),
     }
 
 

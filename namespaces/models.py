@@ -63,6 +63,17 @@ class TaskQueueBuildId(models.Model):
     class Meta:
         indexes = [models.Index(fields=["namespace", "task_queue", "-id"], name="queue_build_newest")]
 
+    @classmethod
+    def current_for(cls, namespace: Namespace, task_queue: str) -> str:
+        """The queue's current build, or ``""`` (unversioned) when an admin never set one."""
+        newest = (
+            cls.objects.filter(namespace=namespace, task_queue=task_queue)
+            .order_by("-id")
+            .values_list("build_id", flat=True)
+            .first()
+        )
+        return newest or ""
+
 
 class Role(models.TextChoices):
     CLIENT = "client"

@@ -74,6 +74,8 @@ class WorkflowExecutionDescription:
     memo: dict[str, Any]
     search_attributes: dict[str, Any]
     raw: dict[str, Any]
+    # The build the run is pinned to (worker versioning); None when unversioned.
+    assigned_build_id: str | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> WorkflowExecutionDescription:
@@ -90,6 +92,7 @@ class WorkflowExecutionDescription:
             memo=dict(data.get("memo") or {}),
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
+            assigned_build_id=data.get("assigned_build_id"),
         )
 
 

@@ -141,7 +141,9 @@ def _create_run(
         first_run_id=first_run_id or run_id,
         previous_run_id=previous.run_id if previous else None,
         assigned_build_id=(
-            inherited_build_id if inherited_build_id is not None else current_build_id(namespace, req.task_queue)
+            inherited_build_id
+            if inherited_build_id is not None
+            else current_build_id(namespace, req.task_queue)
         ),
     )
     mutation = ExecutionMutation(execution, namespace)

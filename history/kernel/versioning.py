@@ -19,14 +19,8 @@ UNVERSIONED = ""
 
 
 def current_build_id(namespace: Namespace, task_queue: str) -> str:
-    """The queue's current build, or ``UNVERSIONED`` when an admin never set one."""
-    newest = (
-        TaskQueueBuildId.objects.filter(namespace=namespace, task_queue=task_queue)
-        .order_by("-id")
-        .values_list("build_id", flat=True)
-        .first()
-    )
-    return newest or UNVERSIONED
+    """The build a new run on ``task_queue`` is pinned to (``UNVERSIONED`` if none is set)."""
+    return TaskQueueBuildId.current_for(namespace, task_queue)
 
 
 @dataclass(frozen=True)

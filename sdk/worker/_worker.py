@@ -41,9 +41,18 @@ class Worker:
         max_cached_workflows: int = 1000,
         identity: str | None = None,
         sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
+        build_id: str | None = None,
+        use_worker_versioning: bool = False,
     ) -> None:
+        """``build_id`` names this worker's code; it is recorded on the workflow tasks it runs.
+
+        With ``use_worker_versioning`` the worker takes only tasks of runs pinned to its
+        build (a namespace admin sets the queue's current build; new runs are pinned to it).
+        """
         if not workflows and not activities:
             raise ValueError("a worker needs at least one workflow or activity")
+        if use_worker_versioning and not build_id:
+            raise ValueError("build_id must be specified when use_worker_versioning is True")
         self.client = client
         self.task_queue = task_queue
         self.identity = identity or client.identity
@@ -51,6 +60,8 @@ class Worker:
         self.max_concurrent_workflow_tasks = max_concurrent_workflow_tasks
         self.max_cached_workflows = max_cached_workflows
         self.sticky_schedule_to_start_timeout = sticky_queue_schedule_to_start_timeout
+        self.build_id = build_id
+        self.use_worker_versioning = use_worker_versioning
         self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
         self.workflow_runner = WorkflowRunner(self, workflows) if workflows else None
         self._stopping = asyncio.Event()
@@ -100,12 +111,22 @@ class Worker:
         """One long poll; None when it timed out empty or the worker is stopping."""
         if stopping.is_set():
             return None
+        body: dict[str, Any] = {"identity": self.identity, "timeout": POLL_TIMEOUT_SECONDS}
+        if self.version_stamp is not None:
+            body["worker_version_capabilities"] = self.version_stamp
         return await self.client.transport.post(
             path,
-            {"identity": self.identity, "timeout": POLL_TIMEOUT_SECONDS},
+            body,
             idempotent=False,
             timeout=POLL_TIMEOUT_SECONDS + 30,
         )
+
+    @property
+    def version_stamp(self) -> dict[str, Any] | None:
+        """The build this worker reports on polls and completions, if it has one."""
+        if not self.build_id:
+            return None
+        return {"build_id": self.build_id, "use_versioning": self.use_worker_versioning}
 
     async def backoff(self, what: str, exc: BaseException, failures: int, stopping: asyncio.Event) -> None:
         delay = min(REPORT_BACKOFF_MAX, 0.5 * 2 ** min(failures, 6)) * (0.5 + random.random() / 2)
