@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from sdk.client import Client
 from tests.conftest import ROOT, Api, Stack, Tenant, wait_until
 
@@ -208,3 +210,62 @@ def test_a_run_pinned_to_a_build_waits_for_that_build_and_never_goes_to_the_curr
     with _worker(stack, tenant, queue, **_versioned("A")):
         assert _results(stack, tenant, pinned) == [["A", "A"]]
     assert _workflow_task_builds(api, pinned) == {"A"}
+
+
+def _error(r: Any, status: int) -> str:
+    assert r.status_code == status, (r.status_code, r.text)
+    body = r.json()
+    assert body["message"], body
+    return str(body["code"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"build_id": ""}, {"build_id": 7}, {"build_id": "x" * 256}, {"build_id": "a\u0000b"}],
+)
+def test_a_bad_build_id_is_refused_and_changes_nothing(api: Api, queue: str, body: dict[str, Any]) -> None:
+    _set_current_build(api, queue, "A")
+    code = _error(api.post(f"/task-queues/{queue}/build-ids", body), 400)
+    assert code in ("invalid_argument", "malformed_request")
+    assert api.get(f"/task-queues/{queue}/build-ids").json()["current_build_id"] == "A"
+
+
+def test_only_an_admin_key_reads_or_sets_the_current_build(stack: Stack, tenant: Tenant, queue: str) -> None:
+    for role in ("client", "worker"):
+        limited = Api(stack, tenant, key=role)
+        assert _error(limited.post(f"/task-queues/{queue}/build-ids", {"build_id": "A"}), 403)
+        assert _error(limited.get(f"/task-queues/{queue}/build-ids"), 403)
+    admin = Api(stack, tenant)
+    assert admin.get(f"/task-queues/{queue}/build-ids").json() == {
+        "task_queue": queue,
+        "current_build_id": None,
+        "changes": [],
+    }
+
+
+@pytest.mark.parametrize(
+    "capabilities",
+    [
+        "A",
+        {"use_versioning": True},
+        {"build_id": 3, "use_versioning": True},
+        {"build_id": "A", "use_versioning": "yes"},
+    ],
+)
+def test_a_poll_with_a_malformed_worker_version_gets_a_400(api: Api, queue: str, capabilities: Any) -> None:
+    r = api.post(
+        f"/task-queues/{queue}/workflow-tasks/poll",
+        {"identity": "w", "timeout": 1, "worker_version_capabilities": capabilities},
+    )
+    assert _error(r, 400) == "invalid_argument"
+
+
+def test_an_unversioned_queue_describes_its_pollers_without_builds(api: Api, queue: str) -> None:
+    r = api.post(f"/task-queues/{queue}/workflow-tasks/poll", {"identity": "plain", "timeout": 0.1})
+    assert r.status_code == 204, r.text
+    description = _queue(api, queue)
+    assert description["current_build_id"] is None
+    assert description["backlog"] == []
+    assert [(p["identity"], p["build_id"], p["task_type"]) for p in description["pollers"]] == [
+        ("plain", None, "workflow")
+    ]
