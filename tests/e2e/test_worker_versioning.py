@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sdk.client import Client
+from sdk.client import BuildIdOpAddNewDefault, Client
 from tests.conftest import ROOT, Api, Stack, Tenant, wait_until
 
 PATCH_MARKER = "core_patch"
@@ -129,6 +129,15 @@ def _set_current_build(api: Api, queue: str, build_id: str) -> dict[str, Any]:
     return dict(r.json())
 
 
+async def _switch_with_the_sdk(stack: Stack, tenant: Tenant, queue: str, build_id: str) -> Any:
+    client = await Client.connect(stack.url, namespace=tenant.namespace, api_key=tenant.keys["all"])
+    try:
+        await client.update_worker_build_id_compatibility(queue, BuildIdOpAddNewDefault(build_id))
+        return await client.get_worker_build_id_compatibility(queue)
+    finally:
+        await client.close()
+
+
 def _workflow_task_builds(api: Api, workflow_id: str) -> set[str]:
     """The builds recorded on the run's WorkflowTaskStarted and WorkflowTaskCompleted events."""
     return {
@@ -192,7 +201,9 @@ def test_a_run_pinned_to_a_build_waits_for_that_build_and_never_goes_to_the_curr
     with _worker(stack, tenant, queue, **_versioned("A")):
         pinned = _start(api, "Order", queue, "pinned")
         _until_blocked(api, pinned, activities=1)
-    _set_current_build(api, queue, "B")
+    sets = asyncio.run(_switch_with_the_sdk(stack, tenant, queue, "B"))
+    assert [s.build_ids for s in sets.version_sets] == [["A"], ["B"]]
+    assert sets.default_build_id() == "B"
     with _worker(stack, tenant, queue, **_versioned("B")):
         fresh = _start(api, "Order", queue, "fresh")
         _until_blocked(api, fresh, activities=1)
