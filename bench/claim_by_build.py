@@ -24,6 +24,9 @@ import django
 
 django.setup()
 
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
 from history.kernel.executions import StartRequest, start_workflow_execution  # noqa: E402
 from history.kernel.versioning import WorkerVersionStamp  # noqa: E402
 from matching.dispatch import poll_once  # noqa: E402
@@ -49,6 +52,24 @@ def time_claims(
     return timings
 
 
+def explain_claim(namespace: Namespace, queue: str, build_id: str) -> str:
+    """The claim's candidate scan as PostgreSQL runs it: index, rows read, buffers, time."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT id FROM history_task "
+            "WHERE namespace_id = %s AND task_queue = %s AND kind = 'workflow' AND build_id = %s "
+            "AND visible_at <= %s ORDER BY visible_at, id LIMIT 1",
+            [namespace.id, queue, build_id, timezone.now()],
+        )
+        (document,) = cursor.fetchone()
+    plan = document[0]
+    scan = plan["Plan"]["Plans"][0] if plan["Plan"].get("Plans") else plan["Plan"]
+    return (
+        f"{scan['Node Type']} using {scan.get('Index Name')}, rows read {scan['Actual Rows']}, "
+        f"shared buffers hit {scan.get('Shared Hit Blocks')}, {plan['Execution Time']:.3f} ms"
+    )
+
+
 def report(label: str, timings: list[float]) -> None:
     ordered = sorted(timings)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -68,6 +89,8 @@ def main() -> None:
     start_runs(namespace, versioned, args.new)
     start_runs(namespace, plain, args.new)
     stamp = WorkerVersionStamp(build_id="new", use_versioning=True)
+    scan = explain_claim(namespace, versioned, "new")
+    print(f"claim scan for build 'new' behind {args.old} 'old' tasks: {scan}")
     report(
         f"build 'new' behind {args.old} tasks of build 'old'",
         time_claims(namespace, versioned, args.new, stamp),
