@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from history import kernel
 from history.kernel.versioning import WorkerVersionStamp
-from history.models import HistoryEvent, Task
+from history.models import HistoryEvent, Task, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
 from namespaces.services import build_id_set_current
@@ -49,6 +52,35 @@ def test_a_pinned_task_goes_only_to_a_poller_of_its_build() -> None:
     started = HistoryEvent.objects.get(run=run, event_type="WorkflowTaskStarted")
     assert started.attributes["worker_version"] == {"build_id": "A", "use_versioning": True}
     assert started.attributes["identity"] == "a-worker"
+
+
+def test_continue_as_new_on_the_same_queue_keeps_the_build_and_on_another_takes_its_current() -> None:
+    namespace = NamespaceFactory()
+    _set_current(namespace, "orders", "A")
+    _set_current(namespace, "billing", "C")
+    run = ExecutionFactory(namespace=namespace, task_queue="orders")
+    _set_current(namespace, "orders", "B")
+    same_queue = _continue_as_new(namespace, run, {})
+    assert same_queue.assigned_build_id == "A"
+    other_queue = _continue_as_new(namespace, same_queue, {"task_queue": {"name": "billing"}})
+    assert other_queue.assigned_build_id == "C"
+
+
+def _continue_as_new(
+    namespace: Namespace, run: WorkflowExecution, attributes: dict[str, Any]
+) -> WorkflowExecution:
+    """Complete the run's workflow task (on its build) with ContinueAsNew; return the next run."""
+    task = poll_once(namespace, run.task_queue, "workflow", "w", _versioned(run.assigned_build_id))
+    assert task is not None
+    kernel.respond_workflow_task_completed(
+        task_token=task["task_token"],
+        commands=[{"command_type": "ContinueAsNewWorkflowExecution", "attributes": attributes}],
+        worker_version_stamp=_versioned(run.assigned_build_id),
+    )
+    run.refresh_from_db()
+    completed = HistoryEvent.objects.get(run=run, event_type="WorkflowTaskCompleted")
+    assert completed.attributes["worker_version"]["build_id"] == run.assigned_build_id
+    return WorkflowExecution.objects.get(run_id=run.new_run_id)
 
 
 def test_an_unversioned_queue_dispatches_to_unversioned_pollers_as_before() -> None:
