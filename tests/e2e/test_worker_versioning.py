@@ -153,6 +153,10 @@ def _queue(api: Api, queue: str) -> dict[str, Any]:
     return dict(r.json())
 
 
+def _backlog(api: Api, queue: str) -> dict[tuple[str, str | None], dict[str, Any]]:
+    return {(b["task_type"], b["build_id"]): b for b in _queue(api, queue)["backlog"]}
+
+
 def _pollers_by_build(api: Api, queue: str) -> dict[str | None, set[str]]:
     grouped: dict[str | None, set[str]] = {}
     for poller in _queue(api, queue)["pollers"]:
@@ -210,13 +214,15 @@ def test_a_run_pinned_to_a_build_waits_for_that_build_and_never_goes_to_the_curr
         _proceed(api, pinned)
         _proceed(api, fresh)
         assert _results(stack, tenant, fresh) == [["B", "B"]]
-        time.sleep(3)  # B's pollers have had every chance to take the pinned run's task
+        # The gone A worker's sticky queue times out; the task moves to the normal queue, still A's.
+        wait_until(lambda: ("workflow", "A") in _backlog(api, queue), timeout=15)
+        time.sleep(2)  # B's pollers have every chance to take the pinned run's task
         waiting = api.describe(pinned)
         assert waiting["status"] == "Running"
         assert waiting["pending_workflow_task"]["started"] is False
-        backlog = {(b["task_type"], b["build_id"]): b for b in _queue(api, queue)["backlog"]}
+        backlog = _backlog(api, queue)
         assert backlog[("workflow", "A")]["backlog_count"] == 1
-        assert backlog[("workflow", "A")]["oldest_task_age_seconds"] > 1
+        assert backlog[("workflow", "A")]["oldest_task_age_seconds"] >= 2
         assert ("workflow", "B") not in backlog
     with _worker(stack, tenant, queue, **_versioned("A")):
         assert _results(stack, tenant, pinned) == [["A", "A"]]
