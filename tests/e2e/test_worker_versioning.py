@@ -138,6 +138,14 @@ async def _switch_with_the_sdk(stack: Stack, tenant: Tenant, queue: str, build_i
         await client.close()
 
 
+async def _described_build(stack: Stack, tenant: Tenant, workflow_id: str) -> str | None:
+    client = await Client.connect(stack.url, namespace=tenant.namespace, api_key=tenant.keys["all"])
+    try:
+        return (await client.get_workflow_handle(workflow_id).describe()).assigned_build_id
+    finally:
+        await client.close()
+
+
 def _workflow_task_builds(api: Api, workflow_id: str) -> set[str]:
     """The builds recorded on the run's WorkflowTaskStarted and WorkflowTaskCompleted events."""
     return {
@@ -216,10 +224,12 @@ def test_a_run_pinned_to_a_build_waits_for_that_build_and_never_goes_to_the_curr
         assert _results(stack, tenant, fresh) == [["B", "B"]]
         # The gone A worker's sticky queue times out; the task moves to the normal queue, still A's.
         wait_until(lambda: ("workflow", "A") in _backlog(api, queue), timeout=15)
-        time.sleep(2)  # B's pollers have every chance to take the pinned run's task
-        waiting = api.describe(pinned)
-        assert waiting["status"] == "Running"
-        assert waiting["pending_workflow_task"]["started"] is False
+        watch_until = time.monotonic() + 2  # B's pollers have every chance to take the task
+        while time.monotonic() < watch_until:
+            waiting = api.describe(pinned)
+            assert waiting["status"] == "Running"
+            assert waiting["pending_workflow_task"]["started"] is False
+            time.sleep(0.2)
         backlog = _backlog(api, queue)
         assert backlog[("workflow", "A")]["backlog_count"] == 1
         assert backlog[("workflow", "A")]["oldest_task_age_seconds"] >= 2
@@ -227,6 +237,7 @@ def test_a_run_pinned_to_a_build_waits_for_that_build_and_never_goes_to_the_curr
     with _worker(stack, tenant, queue, **_versioned("A")):
         assert _results(stack, tenant, pinned) == [["A", "A"]]
     assert _workflow_task_builds(api, pinned) == {"A"}
+    assert asyncio.run(_described_build(stack, tenant, pinned)) == "A"
 
 
 def _error(r: Any, status: int) -> str:
