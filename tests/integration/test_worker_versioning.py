@@ -83,6 +83,21 @@ def _continue_as_new(
     return WorkflowExecution.objects.get(run_id=run.new_run_id)
 
 
+def test_a_query_task_of_a_pinned_run_goes_to_its_build() -> None:
+    namespace = NamespaceFactory()
+    _set_current(namespace, "orders", "A")
+    run = ExecutionFactory(namespace=namespace, task_queue="orders")
+    first = poll_once(namespace, "orders", "workflow", "w", _versioned("A"))
+    assert first is not None
+    kernel.respond_workflow_task_completed(task_token=first["task_token"], commands=[])
+    kernel.create_query(
+        namespace, workflow_id=run.workflow_id, run_id=None, query_type="status", query_args=[]
+    )
+    assert poll_once(namespace, "orders", "workflow", "b", _versioned("B")) is None
+    query_task = poll_once(namespace, "orders", "workflow", "a", _versioned("A"))
+    assert query_task is not None and query_task["query"]["query_type"] == "status"
+
+
 def test_an_unversioned_queue_dispatches_to_unversioned_pollers_as_before() -> None:
     namespace = NamespaceFactory()
     ExecutionFactory(namespace=namespace, task_queue="plain")
