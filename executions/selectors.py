@@ -6,12 +6,18 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel.responses import serialize_event
 from history.kernel.versioning import wire_build_id
-from history.models import ExecutionStatus, HistoryEvent, PendingActivity, WorkflowExecution
+from history.models import (
+    ExecutionStatus,
+    HistoryEvent,
+    PendingActivity,
+    PendingChildExecution,
+    WorkflowExecution,
+)
 from namespaces.models import Namespace
 
 HISTORY_MAX_PAGE = 256
@@ -49,6 +55,9 @@ def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
         "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
         "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
         "assigned_build_id": wire_build_id(ex.assigned_build_id),
+        "reset_base_run_id": str(ex.reset_base_run_id) if ex.reset_base_run_id else None,
+        "reset_event_id": ex.reset_event_id or None,
+        "reset_run_id": str(ex.reset_run_id) if ex.reset_run_id else None,
     }
 
 
@@ -85,7 +94,23 @@ def execution_describe(ex: WorkflowExecution) -> dict[str, Any]:
         if ex.wft_scheduled_event_id
         else None,
         "sticky_task_queue": ex.sticky_task_queue,
+        "parent_workflow_id": ex.parent_workflow_id,
+        "parent_run_id": str(ex.parent_run_id) if ex.parent_run_id else None,
+        "pending_children": _pending_children(ex),
     }
+
+
+def _pending_children(ex: WorkflowExecution) -> list[dict[str, Any]]:
+    return [
+        {
+            "workflow_id": c.workflow_id,
+            "workflow_type": c.workflow_type,
+            "run_id": str(c.started_run_id) if c.started_run_id else None,
+            "initiated_event_id": c.initiated_event_id,
+            "parent_close_policy": c.parent_close_policy,
+        }
+        for c in PendingChildExecution.objects.filter(run=ex).order_by("initiated_event_id")
+    ]
 
 
 def history_page(
@@ -101,7 +126,7 @@ def history_page(
     return [serialize_event(e) for e in events], (events[-1].event_id if more else None)
 
 
-def execution_list(
+def execution_filter(
     namespace: Namespace,
     *,
     workflow_type: str = "",
@@ -111,10 +136,8 @@ def execution_list(
     started_before: datetime | None = None,
     closed_after: datetime | None = None,
     closed_before: datetime | None = None,
-    page_size: int = 100,
-    cursor: str = "",
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Newest first, keyset-paginated on (start_time, run_id) so deep pages stay fast."""
+) -> QuerySet[WorkflowExecution]:
+    """The runs of a namespace that match the list filters."""
     qs = WorkflowExecution.objects.filter(namespace=namespace)
     if workflow_type:
         qs = qs.filter(workflow_type=workflow_type)
@@ -132,6 +155,18 @@ def execution_list(
         qs = qs.filter(close_time__gte=closed_after)
     if closed_before:
         qs = qs.filter(close_time__lt=closed_before)
+    return qs
+
+
+def execution_list(
+    namespace: Namespace,
+    *,
+    page_size: int = 100,
+    cursor: str = "",
+    **filters: Any,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Newest first, keyset-paginated on (start_time, run_id) so deep pages stay fast."""
+    qs = execution_filter(namespace, **filters)
     if cursor:
         try:
             stamp, run = cursor.split("|")

@@ -2,13 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from executions import api
+from executions import api, batch_api
 
 _w = "workflows/<str:workflow_id>"
 _r = _w + "/runs/<str:run_id>"
 urlpatterns = [
     path("workflows", api.WorkflowListApi.as_view(), name="workflows"),
     path("signal-with-start", api.SignalWithStartApi.as_view()),
+    path("batch-operations", batch_api.BatchListApi.as_view()),
+    path("batch-operations/<str:job_id>", batch_api.BatchDetailApi.as_view()),
+    path("batch-operations/<str:job_id>/stop", batch_api.BatchStopApi.as_view()),
 ]
 for prefix in (_w, _r):
     urlpatterns += [
@@ -18,4 +21,6 @@ for prefix in (_w, _r):
         path(prefix + "/cancel", api.CancelApi.as_view()),
         path(prefix + "/terminate", api.TerminateApi.as_view()),
         path(prefix + "/history", api.HistoryApi.as_view()),
+        path(prefix + "/reset", api.ResetApi.as_view()),
+        path(prefix + "/reset-preview", api.ResetPreviewApi.as_view()),
     ]

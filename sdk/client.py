@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
 from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._runtime.definition import workflow_name
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
@@ -44,23 +44,6 @@ def default_identity() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
 
 
-def workflow_name(workflow: str | Callable[..., Any]) -> str:
-    """A run method's workflow name (what ``@workflow.defn`` recorded) or a string as is."""
-    if isinstance(workflow, str):
-        return workflow
-    owner = getattr(workflow, "__chronicle_workflow_name__", None)
-    if isinstance(owner, str):
-        return owner
-    qualname = getattr(workflow, "__qualname__", "")
-    cls_name = qualname.split(".")[0] if "." in qualname else qualname
-    module = sys.modules.get(workflow.__module__)
-    cls = getattr(module, cls_name, None)
-    name = getattr(cls, "__chronicle_workflow_name__", None) or getattr(
-        getattr(cls, "__chronicle_workflow_definition__", None), "name", None
-    )
-    return str(name or cls_name)
-
-
 @dataclass(frozen=True)
 class WorkflowExecutionDescription:
     """What ``describe()`` returns: the execution's status, identity, times and metadata."""
@@ -79,6 +62,8 @@ class WorkflowExecutionDescription:
     raw: dict[str, Any]
     # The build the run is pinned to (worker versioning); None when unversioned.
     assigned_build_id: str | None = None
+    parent_id: str | None = None
+    parent_run_id: str | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> WorkflowExecutionDescription:
@@ -96,6 +81,8 @@ class WorkflowExecutionDescription:
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
             assigned_build_id=data.get("assigned_build_id"),
+            parent_id=data.get("parent_workflow_id"),
+            parent_run_id=data.get("parent_run_id"),
         )
 
 
@@ -460,6 +447,36 @@ class WorkflowHandle:
         if details:
             body["details"] = self.client.data_converter.to_payloads(list(details))
         await self.client.transport.post(self._path("/terminate"), body)
+
+    async def reset(
+        self,
+        event_id: int | None = None,
+        *,
+        reset_type: str | None = None,
+        reason: str,
+        reapply_signals: bool = True,
+    ) -> str:
+        """Reset to a workflow task and return the new run's id.
+
+        Give ``event_id`` (a ``WorkflowTaskCompleted`` event of this run) or ``reset_type``
+        ``"FirstWorkflowTask"`` / ``"LastWorkflowTask"``. The open run, if any, is
+        terminated with ``reason``; signals that came after the point are sent again
+        unless ``reapply_signals`` is false. Safe to retry: one request id per call.
+        """
+        if (event_id is None) == (reset_type is None):
+            raise ValueError("give exactly one of event_id and reset_type")
+        body: dict[str, Any] = {
+            "reason": reason,
+            "reapply_signals": reapply_signals,
+            "request_id": str(uuid.uuid4()),
+            "identity": self.client.identity,
+        }
+        if event_id is not None:
+            body["event_id"] = event_id
+        else:
+            body["reset_type"] = reset_type
+        answer = await self.client.transport.post(self._path("/reset"), body) or {}
+        return str(answer["run_id"])
 
     async def describe(self) -> WorkflowExecutionDescription:
         data = await self.client.transport.get(self._path()) or {}

@@ -7,26 +7,21 @@ from datetime import timedelta
 from typing import Any
 
 from chronicle.errors import invalid
+from history.kernel import children
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import (
     cancel_activity_txn,
     schedule_activity_txn,
     start_activity_txn,
 )
+from history.kernel.command_checks import CommandRejected
+from history.kernel.command_checks import require_name as _name
+from history.kernel.command_checks import require_seconds as _seconds
 from history.kernel.executions import continue_as_new_txn, fail_workflow_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
 
 MAX_COMMANDS = 1000
-
-
-class CommandRejected(Exception):
-    """A command failed validation: the whole workflow task fails with ``cause``."""
-
-    def __init__(self, cause: str, message: str) -> None:
-        super().__init__(message)
-        self.cause = f"WORKFLOW_TASK_FAILED_CAUSE_{cause}"
-        self.message = message
 
 
 def validate_command_list(commands: Any) -> None:
@@ -57,20 +52,6 @@ def apply_commands(
         if result is not None:
             eager.append(result)
     return eager
-
-
-def _seconds(attrs: dict[str, Any], name: str, cause: str) -> float:
-    value = attrs.get(name) or 0
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise CommandRejected(cause, f"{name} must be a non-negative number of seconds")
-    return float(value)
-
-
-def _name(attrs: dict[str, Any], name: str, cause: str) -> str:
-    value = attrs.get(name)
-    if not isinstance(value, str) or not value or len(value) > 1000:
-        raise CommandRejected(cause, f"{name} must be a string of 1 to 1000 characters")
-    return value
 
 
 def _schedule_activity(
@@ -197,12 +178,17 @@ def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int,
     attrs = a.get("search_attributes")
     if not isinstance(attrs, dict):
         raise CommandRejected("BAD_SEARCH_ATTRIBUTES", "search_attributes must be an object")
-    merged = {**m.execution.search_attributes, **attrs}
-    m.execution.search_attributes = {k: v for k, v in merged.items() if v is not None and v != []}
+    m.execution.search_attributes = merge_search_attributes(m.execution.search_attributes, attrs)
     m.append(
         "UpsertWorkflowSearchAttributes",
         {"search_attributes": attrs, "workflow_task_completed_event_id": wtc},
     )
+
+
+def merge_search_attributes(current: dict[str, Any], upsert: dict[str, Any]) -> dict[str, Any]:
+    """An upsert overrides keys; a null or empty list removes the key (Temporal's rule)."""
+    merged = {**current, **upsert}
+    return {k: v for k, v in merged.items() if v is not None and v != []}
 
 
 def _complete(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
@@ -229,6 +215,18 @@ def _cancel(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) ->
     )
 
 
+def _start_child(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    children.start_child_workflow(m, a, wtc)
+
+
+def _signal_external(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    children.signal_external_workflow(m, a, wtc)
+
+
+def _cancel_external(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    children.cancel_external_workflow(m, a, wtc)
+
+
 def _continue_as_new(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     continue_as_new_txn(m, a, completed_event_id=wtc)
 
@@ -245,6 +243,9 @@ HANDLERS: dict[str, Handler] = {
     "FailWorkflowExecution": _fail,
     "CancelWorkflowExecution": _cancel,
     "ContinueAsNewWorkflowExecution": _continue_as_new,
+    "StartChildWorkflowExecution": _start_child,
+    "SignalExternalWorkflowExecution": _signal_external,
+    "RequestCancelExternalWorkflowExecution": _cancel_external,
 }
 CLOSE_COMMANDS = frozenset(
     {

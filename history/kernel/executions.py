@@ -19,6 +19,7 @@ from history.kernel.retry import decide_retry, effective_run_timeout, normalize_
 from history.kernel.versioning import current_build_id
 from history.models import (
     ExecutionStatus,
+    PendingChildExecution,
     SignalRequest,
     TimerKind,
     WorkflowExecution,
@@ -43,6 +44,16 @@ MAX_WORKFLOW_TASK_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
+class ParentLink:
+    """The parent of a child run: where its close is reported (the parent's Initiated event)."""
+
+    namespace: str
+    workflow_id: str
+    run_id: str
+    initiated_event_id: int
+
+
+@dataclass(frozen=True)
 class StartRequest:
     workflow_id: str
     workflow_type: str
@@ -61,6 +72,7 @@ class StartRequest:
     identity: str = ""
     # Eager start: hand the first workflow task to the caller (a worker) in the reply.
     request_eager_execution: bool = False
+    parent: ParentLink | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +158,10 @@ def _create_run(
             else current_build_id(namespace, req.task_queue)
         ),
     )
+    parent = req.parent or _inherited_parent(previous)
+    if parent is not None:
+        execution.parent_workflow_id = parent.workflow_id
+        execution.parent_run_id = uuid.UUID(parent.run_id)
     mutation = ExecutionMutation(execution, namespace)
     mutation.now = now
     mutation.append(
@@ -169,6 +185,7 @@ def _create_run(
             "continued_execution_run_id": str(previous.run_id) if previous else None,
             "request_id": execution.create_request_id,
             **({"assigned_build_id": execution.assigned_build_id} if execution.assigned_build_id else {}),
+            **_parent_attributes(parent),
             **(extra_start_attrs or {}),
         },
     )
@@ -189,15 +206,49 @@ def _create_run(
         mutation.add_timer(TimerKind.WORKFLOW_BACKOFF, execution.execution_time)
     else:
         mutation.schedule_workflow_task()
-    if run_timeout:
-        # The run's clock starts when its first workflow task may be scheduled.
-        run_deadline = execution.execution_time + timedelta(seconds=run_timeout)
-        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, run_deadline)
-    if expiration and (
-        not run_timeout or expiration > execution.execution_time + timedelta(seconds=run_timeout)
-    ):
-        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, expiration)
+    arm_workflow_timeouts(mutation)
     return mutation
+
+
+def arm_workflow_timeouts(mutation: ExecutionMutation) -> None:
+    """The run-timeout and execution-timeout timers of a new run (or a reset one)."""
+    ex = mutation.execution
+    run_deadline = ex.execution_time + timedelta(seconds=ex.run_timeout) if ex.run_timeout else None
+    if run_deadline is not None:
+        # The run's clock starts when its first workflow task may be scheduled.
+        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, run_deadline)
+    expiration = ex.execution_expiration_time
+    if expiration and (run_deadline is None or expiration > run_deadline):
+        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, expiration)
+
+
+def _inherited_parent(previous: WorkflowExecution | None) -> ParentLink | None:
+    """Later runs of a child's chain (retry, continue-as-new) keep its parent link."""
+    if previous is None or previous.parent_run_id is None:
+        return None
+    initiated = (
+        PendingChildExecution.objects.filter(
+            run_id=previous.parent_run_id, started_run_id=previous.first_run_id
+        )
+        .values_list("initiated_event_id", flat=True)
+        .first()
+    )
+    return ParentLink(
+        namespace=previous.namespace.name,
+        workflow_id=previous.parent_workflow_id or "",
+        run_id=str(previous.parent_run_id),
+        initiated_event_id=initiated or 0,
+    )
+
+
+def _parent_attributes(parent: ParentLink | None) -> dict[str, Any]:
+    if parent is None:
+        return {}
+    return {
+        "parent_workflow_namespace": parent.namespace,
+        "parent_workflow_execution": {"workflow_id": parent.workflow_id, "run_id": parent.run_id},
+        "parent_initiated_event_id": parent.initiated_event_id,
+    }
 
 
 def validate_start(namespace: Namespace, req: StartRequest) -> None:
@@ -326,6 +377,7 @@ def _apply_signal(
     request_id: str,
     *,
     identity: str,
+    external: dict[str, Any] | None = None,
 ) -> None:
     ex = mutation.execution
     if request_id:
@@ -345,6 +397,7 @@ def _apply_signal(
             "input": signal_input,
             "identity": identity,
             "request_id": request_id,
+            **(external or {}),
         },
         schedule_task=ex.wft_backoff_until is None,
     )
@@ -359,7 +412,9 @@ def signal_workflow_execution(
     input: list[Any],
     request_id: str = "",
     identity: str = "",
+    external: dict[str, Any] | None = None,
 ) -> None:
+    """Signal a running run; ``external`` names the sending workflow when one sent it."""
     if not signal_name or len(signal_name) > 1000:
         raise invalid("signal_name must be 1 to 1000 characters")
     check_payload(namespace, input, "signal input")
@@ -368,7 +423,7 @@ def signal_workflow_execution(
         if not execution.is_running:
             raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
         mutation = ExecutionMutation(execution, namespace)
-        _apply_signal(mutation, signal_name, input, request_id, identity=identity)
+        _apply_signal(mutation, signal_name, input, request_id, identity=identity, external=external)
         mutation.save()
 
 
@@ -379,8 +434,12 @@ def request_cancel_workflow_execution(
     run_id: str | None,
     reason: str = "",
     identity: str = "",
+    external: dict[str, Any] | None = None,
 ) -> None:
-    """Ask the workflow to cancel; a no-op on a closed or already-cancelling run."""
+    """Ask the workflow to cancel; a no-op on a closed or already-cancelling run.
+
+    ``external`` names the requesting workflow and its Initiated event when one asked.
+    """
     with transaction.atomic(durable=True):
         execution = lock_execution(namespace, workflow_id, run_id)
         if not execution.is_running or execution.cancel_requested:
@@ -388,7 +447,7 @@ def request_cancel_workflow_execution(
         execution.cancel_requested = True
         mutation = ExecutionMutation(execution, namespace)
         mutation.add_outside_event(
-            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity}
+            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity, **(external or {})}
         )
         mutation.save()
 

@@ -11,7 +11,8 @@ from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel import tokens
 from history.kernel._mutation import ExecutionMutation, check_payload, lock_run
-from history.kernel.commands import CommandRejected, apply_commands, validate_command_list
+from history.kernel.command_checks import CommandRejected
+from history.kernel.commands import apply_commands, validate_command_list
 from history.kernel.queries import (
     answer_buffered_queries_txn,
     buffered_queries,

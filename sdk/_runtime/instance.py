@@ -16,10 +16,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sdk._failure import exception_to_failure, failure_to_exception
+from sdk._runtime.children import CHILD_EVENTS, ChildWorkflows, child_event_identity
 from sdk._runtime.definition import WorkflowDefinition
 from sdk._runtime.loop import DeterministicLoop
 from sdk.converter import DataConverter, parameter_hints, return_hint
-from sdk.exceptions import ActivityError, CancelledError, FailureError, NondeterminismError, QueryFailed
+from sdk.exceptions import (
+    ActivityError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+    NondeterminismError,
+    QueryFailed,
+)
 
 if TYPE_CHECKING:
     from sdk.workflow import Info
@@ -37,6 +45,9 @@ COMMAND_EVENTS = {
     "FailWorkflowExecution": "WorkflowExecutionFailed",
     "CancelWorkflowExecution": "WorkflowExecutionCanceled",
     "ContinueAsNewWorkflowExecution": "WorkflowExecutionContinuedAsNew",
+    "StartChildWorkflowExecution": "StartChildWorkflowExecutionInitiated",
+    "SignalExternalWorkflowExecution": "SignalExternalWorkflowExecutionInitiated",
+    "RequestCancelExternalWorkflowExecution": "RequestCancelExternalWorkflowExecutionInitiated",
 }
 EVENT_COMMANDS = {event: command for command, event in COMMAND_EVENTS.items()}
 CLOSE_COMMANDS = {
@@ -137,7 +148,13 @@ def _event_identity(event: dict[str, Any]) -> str:
         return f"marker {attrs.get('marker_name')!r}{_patch_suffix(attrs.get('details'))}"
     if kind == "ActivityTaskCancelRequested":
         return f"cancel of activity scheduled at {attrs.get('scheduled_event_id')}"
-    return str(kind)
+    return child_event_identity(kind, attrs) or str(kind)
+
+
+def _is_cancellation(error: FailureError) -> bool:
+    """An activity's or child's cancellation that the workflow let through (Temporal's rule):
+    after a cancel request it closes the run as canceled, not failed."""
+    return isinstance(error, ActivityError | ChildWorkflowError) and isinstance(error.cause, CancelledError)
 
 
 def _patch_suffix(details: Any) -> str:
@@ -145,7 +162,7 @@ def _patch_suffix(details: Any) -> str:
     return f" patch {patch.get('data')!r}" if isinstance(patch, dict) else ""
 
 
-class WorkflowInstance:
+class WorkflowInstance(ChildWorkflows):
     """A workflow run: feed it history with ``activate``, send back the commands it returns."""
 
     def __init__(self, definition: WorkflowDefinition, info: Info, converter: DataConverter) -> None:
@@ -175,6 +192,8 @@ class WorkflowInstance:
         self._local_requests: list[LocalActivityRequest] = []
         self._recorded_locals: dict[int, dict[str, Any]] = {}
         self._replayed_locals: set[int] = set()
+        self._init_children()
+        self.cancel_requested = False
 
     # -- the seam the worker calls -------------------------------------------------------------
 
@@ -392,7 +411,9 @@ class WorkflowInstance:
         rank = {"WorkflowExecutionStarted": 0, "WorkflowExecutionSignaled": 1}
         return sorted(
             jobs,
-            key=lambda e: rank.get(e["event_type"], 3 if "CancelRequested" in e["event_type"] else 2),
+            key=lambda e: rank.get(
+                e["event_type"], 3 if e["event_type"] == "WorkflowExecutionCancelRequested" else 2
+            ),
         )
 
     def _apply(self, event: dict[str, Any]) -> None:
@@ -408,7 +429,10 @@ class WorkflowInstance:
             handle = self._timers.pop(str(attrs.get("timer_id")), None)
             if handle is not None:
                 self.loop.fire_timer(handle)
+        elif kind in CHILD_EVENTS:
+            self._apply_child_event(event)
         elif kind == "WorkflowExecutionCancelRequested" and self._main is not None:
+            self.cancel_requested = True
             self._main.cancel()
 
     def _start_workflow(self, attrs: dict[str, Any]) -> None:
@@ -428,7 +452,10 @@ class WorkflowInstance:
         except (asyncio.CancelledError, CancelledError):
             self._close("CancelWorkflowExecution", {"details": None})
         except FailureError as exc:
-            self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
+            if self.cancel_requested and _is_cancellation(exc):
+                self._close("CancelWorkflowExecution", {"details": None})
+            else:
+                self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
         else:
             encoded = self.converter.to_result(result)
             self._close("CompleteWorkflowExecution", {"result": encoded})

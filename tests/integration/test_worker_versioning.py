@@ -98,6 +98,22 @@ def test_a_query_task_of_a_pinned_run_goes_to_its_build() -> None:
     assert query_task is not None and query_task["query"]["query_type"] == "status"
 
 
+def test_a_reset_run_goes_to_the_current_build_not_the_base_runs() -> None:
+    namespace = NamespaceFactory()
+    _set_current(namespace, "orders", "A")
+    run = ExecutionFactory(namespace=namespace, task_queue="orders")
+    first = poll_once(namespace, "orders", "workflow", "w", _versioned("A"))
+    assert first is not None
+    kernel.respond_workflow_task_completed(task_token=first["task_token"], commands=[])
+    _set_current(namespace, "orders", "B")
+    new_run_id = kernel.reset_workflow_execution(
+        namespace, workflow_id=run.workflow_id, run_id=None, point="first", reason="bad build A"
+    )
+    assert WorkflowExecution.objects.get(run_id=new_run_id).assigned_build_id == "B"
+    assert poll_once(namespace, "orders", "workflow", "a", _versioned("A")) is None
+    assert poll_once(namespace, "orders", "workflow", "b", _versioned("B")) is not None
+
+
 def test_an_unversioned_queue_dispatches_to_unversioned_pollers_as_before() -> None:
     namespace = NamespaceFactory()
     ExecutionFactory(namespace=namespace, task_queue="plain")
