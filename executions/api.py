@@ -73,6 +73,13 @@ class StartSerializer(serializers.Serializer[Any]):
     search_attributes = serializers.DictField(required=False, default=dict)
     retry_policy = serializers.DictField(required=False, default=None, allow_null=True)
     start_delay = serializers.FloatField(required=False, default=0, min_value=0)
+    cron_schedule = StrictCharField(
+        max_length=1000,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="classic cron: '* * * * *', '@hourly', '@every 30s', optional CRON_TZ= prefix",
+    )
     identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
     request_eager_execution = serializers.BooleanField(required=False, default=False)
 

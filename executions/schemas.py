@@ -91,6 +91,8 @@ class ExecutionDescriptionSerializer(ExecutionSummarySerializer):
     execution_timeout = serializers.FloatField()
     run_timeout = serializers.FloatField()
     task_timeout = serializers.FloatField()
+    cron_schedule = serializers.CharField(help_text="empty unless the workflow runs on a cron schedule")
+    attempt = serializers.IntegerField()
     pending_activities = PendingActivitySerializer(many=True)
     pending_workflow_task = PendingWorkflowTaskSerializer(allow_null=True)
     sticky_task_queue = serializers.CharField()

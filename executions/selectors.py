@@ -84,6 +84,8 @@ def execution_describe(ex: WorkflowExecution) -> dict[str, Any]:
         "execution_timeout": ex.execution_timeout,
         "run_timeout": ex.run_timeout,
         "task_timeout": ex.task_timeout,
+        "cron_schedule": ex.cron_schedule,
+        "attempt": ex.attempt,
         "pending_activities": pending,
         "pending_workflow_task": {
             "scheduled_event_id": ex.wft_scheduled_event_id,

@@ -43,6 +43,10 @@ class WorkflowExecution(models.Model):
     task_timeout = models.FloatField(default=10)
     execution_expiration_time = models.DateTimeField(null=True, blank=True)
     retry_policy = models.JSONField(null=True, blank=True)
+    # Classic cron: each run that completes, fails or times out starts the next at the next time.
+    cron_schedule = models.CharField(max_length=1000, default="", blank=True)
+    # The result of the chain's last completed cron run, handed to the next runs.
+    last_completion_result = models.JSONField(null=True, blank=True)
     attempt = models.IntegerField(default=1)
     memo = models.JSONField(default=dict)
     search_attributes = models.JSONField(default=dict)

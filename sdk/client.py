@@ -142,6 +142,7 @@ class Client:
         request_id: str | None,
         retry_policy: RetryPolicy | None,
         start_delay: timedelta | None,
+        cron_schedule: str,
     ) -> dict[str, Any]:
         values = list(args) if args else ([] if arg is _NO_ARG else [arg])
         body: dict[str, Any] = {
@@ -166,6 +167,8 @@ class Client:
                 body[key] = value.total_seconds()
         if retry_policy is not None:
             body["retry_policy"] = retry_policy.to_wire()
+        if cron_schedule:
+            body["cron_schedule"] = cron_schedule
         return body
 
     async def start_workflow(
@@ -187,6 +190,7 @@ class Client:
         request_id: str | None = None,
         retry_policy: RetryPolicy | None = None,
         start_delay: timedelta | None = None,
+        cron_schedule: str = "",
         start_signal: str | None = None,
         start_signal_args: Sequence[Any] = (),
     ) -> WorkflowHandle:
@@ -207,6 +211,7 @@ class Client:
             request_id=request_id,
             retry_policy=retry_policy,
             start_delay=start_delay,
+            cron_schedule=cron_schedule,
         )
         path = "/workflows"
         if start_signal is not None:

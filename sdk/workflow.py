@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
+from sdk._failure import failure_to_exception
 from sdk._runtime.children import ChildState, ChildWorkflowCancellationType
 from sdk._runtime.definition import (
     DEFINITION_ATTR,
@@ -62,11 +63,24 @@ class Info:
     retry_policy: RetryPolicy | None = None
     memo: dict[str, Any] = field(default_factory=dict)
     search_attributes: dict[str, Any] = field(default_factory=dict)
+    cron_schedule: str = ""
+    # As of the current workflow task (its WorkflowTaskStarted event).
     history_length: int = 0
+    history_size: int = 0
+    continue_as_new_suggested: bool = False
     parent: ParentInfo | None = None
 
+    def get_current_history_length(self) -> int:
+        """Events in the history so far, as of the current workflow task."""
+        return _live(self).history_length
+
+    def get_current_history_size(self) -> int:
+        """The history's size in bytes, as of the current workflow task."""
+        return _live(self).history_size
+
     def is_continue_as_new_suggested(self) -> bool:
-        return self.history_length > 10_000
+        """True once the server says the history passed the namespace's suggestion threshold."""
+        return _live(self).continue_as_new_suggested
 
 
 class ActivityCancellationType(IntEnum):
@@ -82,6 +96,13 @@ def _bound(instance: WorkflowInstance) -> Iterator[None]:
         yield
     finally:
         _current.pop()
+
+
+def _live(info: Info) -> Info:
+    """The running instance's current Info when ``info`` is a copy of it taken earlier."""
+    if _current and _current[-1].info.run_id == info.run_id:
+        return _current[-1].info
+    return info
 
 
 def _instance() -> WorkflowInstance:
@@ -300,26 +321,60 @@ def memo() -> dict[str, Any]:
     return dict(_instance().info.memo)
 
 
+def has_last_completion_result() -> bool:
+    """True in a cron run (or its retry) after an earlier run of the chain completed with a result."""
+    return _instance().last_completion_result is not None
+
+
+def get_last_completion_result(type_hint: Any = None) -> Any:
+    """The result of the chain's last completed cron run, or None."""
+    instance = _instance()
+    return instance.converter.from_result(instance.last_completion_result, type_hint)
+
+
+def get_last_failure() -> BaseException | None:
+    """The failure of the run before this one (a retried or failed cron run), or None."""
+    instance = _instance()
+    failure = instance.continued_failure
+    return failure_to_exception(failure, instance.converter) if failure else None
+
+
 def continue_as_new(
     arg: Any = None,
     *,
     args: Sequence[Any] = (),
+    workflow: Any = None,
     task_queue: str | None = None,
     run_timeout: timedelta | None = None,
-    workflow: Any = None,
-) -> Any:
-    """Close this run and start a fresh one with new arguments (raises; never returns)."""
+    task_timeout: timedelta | None = None,
+    backoff_start_interval: timedelta | None = None,
+    retry_policy: RetryPolicy | None = None,
+    memo: dict[str, Any] | None = None,
+    search_attributes: dict[str, Any] | None = None,
+) -> NoReturn:
+    """Close this run and start a fresh one with new arguments (raises; never returns).
+
+    Unset options keep the current run's: workflow type, task queue and timeouts on
+    the server; memo, search attributes (with upserts) and retry policy here, as
+    Temporal's SDKs do.
+    """
     instance = _instance()
+    info = instance.info
+    converter = instance.converter
     values = list(args) if args else ([] if arg is None else [arg])
-    workflow_type = workflow if isinstance(workflow, str) else instance.info.workflow_type
-    raise ContinueAsNewRequest(
-        {
-            "workflow_type": {"name": workflow_type},
-            "task_queue": {"name": task_queue or instance.info.task_queue},
-            "input": instance.converter.to_payloads(values),
-            "workflow_run_timeout": to_seconds(run_timeout),
-        }
-    )
+    policy = retry_policy or info.retry_policy
+    attributes: dict[str, Any] = {
+        "workflow_type": {"name": workflow_name(workflow) if workflow else info.workflow_type},
+        "task_queue": {"name": task_queue or info.task_queue},
+        "input": converter.to_payloads(values),
+        "workflow_run_timeout": to_seconds(run_timeout),
+        "workflow_task_timeout": to_seconds(task_timeout),
+        "backoff_start_interval": to_seconds(backoff_start_interval),
+        "memo": dict(info.memo) if memo is None else {k: converter.to_payload(v) for k, v in memo.items()},
+        "search_attributes": dict(info.search_attributes if search_attributes is None else search_attributes),
+        "retry_policy": policy.to_wire() if policy else None,
+    }
+    raise ContinueAsNewRequest(attributes)
 
 
 class _ReplaySilentFilter(logging.Filter):

@@ -85,6 +85,24 @@ def notify(channel: str, payload: str) -> None:
         cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
 
 
+def continue_as_new_suggestion(ex: WorkflowExecution, namespace: Namespace) -> dict[str, Any]:
+    """What a WorkflowTaskStarted tells the workflow about its history's growth.
+
+    ``suggest_continue_as_new`` turns true once the history, counting the Started event
+    itself, reaches the namespace's event or size threshold (Temporal's 4,096 / 4 MiB).
+    """
+    reasons = []
+    if ex.next_event_id >= namespace.history_suggest_continue_as_new_events:
+        reasons.append("SUGGEST_CONTINUE_AS_NEW_REASON_TOO_MANY_HISTORY_EVENTS")
+    if ex.history_size_bytes >= namespace.history_suggest_continue_as_new_bytes:
+        reasons.append("SUGGEST_CONTINUE_AS_NEW_REASON_HISTORY_SIZE_TOO_LARGE")
+    return {
+        "history_size_bytes": ex.history_size_bytes,
+        "suggest_continue_as_new": bool(reasons),
+        "suggest_continue_as_new_reasons": reasons,
+    }
+
+
 def task_wakeup_key(namespace_id: uuid.UUID | str, kind: str, task_queue: str) -> str:
     return f"{namespace_id}|{kind}|{task_queue}"
 
@@ -241,8 +259,7 @@ class ExecutionMutation:
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "identity": identity,
                 "request_id": request_id,
-                "history_size_bytes": ex.history_size_bytes,
-                "suggest_continue_as_new": ex.next_event_id >= 4096,
+                **continue_as_new_suggestion(ex, self.namespace),
             }
             if worker_version is not None:
                 attributes["worker_version"] = worker_version.as_dict()

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from chronicle.errors import invalid
+from history.cron import CronError, validate_cron
 from history.kernel import children
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import (
@@ -17,9 +18,11 @@ from history.kernel.activity_tasks import (
 from history.kernel.command_checks import CommandRejected
 from history.kernel.command_checks import require_name as _name
 from history.kernel.command_checks import require_seconds as _seconds
-from history.kernel.executions import continue_as_new_txn, fail_workflow_txn
+from history.kernel.executions import complete_workflow_txn, continue_as_new_txn, fail_workflow_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
+
+_CAN_CAUSE = "BAD_CONTINUE_AS_NEW_ATTRIBUTES"
 
 MAX_COMMANDS = 1000
 
@@ -192,12 +195,7 @@ def merge_search_attributes(current: dict[str, Any], upsert: dict[str, Any]) -> 
 
 
 def _complete(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
-    m.execution.result = a.get("result")
-    m.close(
-        ExecutionStatus.COMPLETED,
-        "WorkflowExecutionCompleted",
-        {"result": a.get("result"), "workflow_task_completed_event_id": wtc},
-    )
+    complete_workflow_txn(m, a.get("result"), completed_event_id=wtc)
 
 
 def _fail(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
@@ -228,7 +226,31 @@ def _cancel_external(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity
 
 
 def _continue_as_new(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    _check_continue_as_new(a)
     continue_as_new_txn(m, a, completed_event_id=wtc)
+
+
+def _check_continue_as_new(a: dict[str, Any]) -> None:
+    """Refuse attributes of the wrong shape before any run is created."""
+    for name in ("workflow_type", "task_queue"):
+        value = a.get(name)
+        if value is not None and not (isinstance(value, dict) and isinstance(value.get("name", ""), str)):
+            raise CommandRejected(_CAN_CAUSE, f"{name} must be an object with a string name")
+    for name, kind in (("input", list), ("memo", dict), ("search_attributes", dict), ("header", dict)):
+        if a.get(name) is not None and not isinstance(a[name], kind):
+            raise CommandRejected(_CAN_CAUSE, f"{name} must be a{'n object' if kind is dict else ' list'}")
+    for name in ("workflow_run_timeout", "workflow_task_timeout", "backoff_start_interval"):
+        _seconds(a, name, _CAN_CAUSE)
+    if a.get("retry_policy") is not None:
+        try:
+            normalize_retry_policy(a["retry_policy"])
+        except (ValueError, TypeError) as exc:
+            raise CommandRejected(_CAN_CAUSE, f"retry_policy: {exc}") from None
+    if a.get("cron_schedule"):
+        try:
+            validate_cron(str(a["cron_schedule"]))
+        except CronError as exc:
+            raise CommandRejected(_CAN_CAUSE, f"cron_schedule: {exc}") from None
 
 
 Handler = Callable[[ExecutionMutation, dict[str, Any], int, str], dict[str, Any] | None]

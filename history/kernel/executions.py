@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
+from history.cron import CronError, cron_backoff_seconds, validate_cron
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, check_payload, lock_execution, shard_for
 from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
@@ -69,6 +70,7 @@ class StartRequest:
     search_attributes: dict[str, Any] = field(default_factory=dict)
     retry_policy: dict[str, Any] | None = None
     start_delay: float = 0.0
+    cron_schedule: str = ""
     identity: str = ""
     # Eager start: hand the first workflow task to the caller (a worker) in the reply.
     request_eager_execution: bool = False
@@ -145,6 +147,7 @@ def _create_run(
         ),
         execution_expiration_time=expiration,
         retry_policy=req.retry_policy,
+        cron_schedule=req.cron_schedule,
         attempt=attempt,
         memo=req.memo,
         search_attributes=req.search_attributes,
@@ -176,6 +179,7 @@ def _create_run(
             "identity": req.identity,
             "attempt": attempt,
             "retry_policy": req.retry_policy,
+            "cron_schedule": req.cron_schedule,
             "memo": req.memo,
             "search_attributes": req.search_attributes,
             "first_workflow_task_backoff": req.start_delay,
@@ -270,6 +274,13 @@ def validate_start(namespace: Namespace, req: StartRequest) -> None:
             normalize_retry_policy(req.retry_policy)
         except ValueError as exc:
             raise invalid(f"retry_policy: {exc}") from None
+    if req.cron_schedule:
+        if req.start_delay:
+            raise invalid("start_delay cannot be combined with cron_schedule")
+        try:
+            validate_cron(req.cron_schedule)
+        except CronError as exc:
+            raise invalid(f"cron_schedule: {exc}") from None
     check_payload(namespace, req.input, "input")
     check_payload(namespace, req.memo, "memo")
     check_payload(namespace, req.search_attributes, "search_attributes")
@@ -283,6 +294,10 @@ def start_workflow_execution(
 ) -> StartResult:
     """Start a run, honouring request-id dedup first, then the conflict and reuse policies."""
     validate_start(namespace, req)
+    if req.cron_schedule:
+        # The first run starts now; its first workflow task waits for the next cron time.
+        now = timezone.now()
+        req = replace(req, start_delay=cron_backoff_seconds(req.cron_schedule, now, now))
     conflict = req.id_conflict_policy or ("USE_EXISTING" if signal else "FAIL")
     if signal and conflict == "FAIL":
         raise invalid("id_conflict_policy FAIL is not valid for signal-with-start")
@@ -325,9 +340,12 @@ def _start_txn(
             return StartResult(str(current.run_id), started=False)
         if conflict == "FAIL":
             raise _already_started(current)
-        if timezone.now() - current.start_time < timedelta(seconds=1):
+        min_interval = namespace.workflow_id_reuse_minimal_interval
+        if timezone.now() - current.start_time < timedelta(seconds=min_interval):
             raise ChronicleError(
-                ErrorCode.BUSY_WORKFLOW, "the running run started less than 1 s ago", retry_after=1
+                ErrorCode.BUSY_WORKFLOW,
+                f"the running run started less than {min_interval:g} s ago",
+                retry_after=max(1, int(min_interval)),
             )
         new = _create_run(namespace, req, signal=signal)
         old = ExecutionMutation(current, namespace)
@@ -493,8 +511,15 @@ def create_query(
 def continue_as_new_txn(
     mutation: ExecutionMutation, attrs: dict[str, Any], *, completed_event_id: int
 ) -> None:
-    """Close the run as ContinuedAsNew and create the next run of the chain."""
+    """Close the run as ContinuedAsNew and create the next run of the chain (temporal-semantics §8).
+
+    Type, queue and the run and task timeouts default to the current run's; input, header,
+    memo, search attributes, retry policy and cron schedule come from the command alone (the
+    SDK fills them from the current run); the execution expiration is always kept.
+    """
     ex = mutation.execution
+    header = attrs.get("header") or {}
+    requested_backoff = float(attrs.get("backoff_start_interval") or 0)
     req = StartRequest(
         workflow_id=ex.workflow_id,
         workflow_type=(attrs.get("workflow_type") or {}).get("name") or ex.workflow_type,
@@ -506,43 +531,78 @@ def continue_as_new_txn(
         memo=attrs.get("memo") or {},
         search_attributes=attrs.get("search_attributes") or {},
         retry_policy=attrs.get("retry_policy"),
-        start_delay=float(attrs.get("backoff_start_interval") or 0),
+        cron_schedule=attrs.get("cron_schedule") or "",
+        start_delay=_continue_as_new_backoff(mutation, requested_backoff),
     )
-    new = _create_run(
-        mutation.namespace,
+    new = _start_follower(
+        mutation,
         req,
-        signal=None,
-        previous=ex,
-        first_run_id=ex.first_run_id,
-        extra_start_attrs={"initiator": "WORKFLOW"},
-        inherited_expiration=ex.execution_expiration_time,
-        inherited_build_id=ex.assigned_build_id if req.task_queue == ex.task_queue else None,
+        attempt=1,
+        extra_start_attrs={"initiator": "WORKFLOW", "header": header},
+        last_completion_result=attrs.get("last_completion_result", ex.last_completion_result),
     )
-    ex.new_run_id = new.execution.run_id
     mutation.close(
         ExecutionStatus.CONTINUED_AS_NEW,
         "WorkflowExecutionContinuedAsNew",
         {
-            "new_execution_run_id": str(new.execution.run_id),
+            "new_execution_run_id": str(new.run_id),
             "workflow_type": {"name": req.workflow_type},
             "task_queue": {"name": req.task_queue},
             "input": req.input,
             "workflow_run_timeout": req.run_timeout,
             "workflow_task_timeout": req.task_timeout,
-            "backoff_start_interval": req.start_delay,
+            "backoff_start_interval": requested_backoff,
             "initiator": "WORKFLOW",
+            "header": header,
+            "memo": req.memo,
+            "search_attributes": req.search_attributes,
+            "last_completion_result": new.last_completion_result,
             "workflow_task_completed_event_id": completed_event_id,
         },
     )
-    mutation.followers.append(new)
+
+
+def _continue_as_new_backoff(mutation: ExecutionMutation, requested: float) -> float:
+    """Runs of one workflow id start at least the namespace's minimal interval apart.
+
+    Temporal's guard against a tight continue-as-new loop: a run that lived less than
+    the interval has the next run's first workflow task held back for the difference.
+    """
+    lifetime = (mutation.now - mutation.execution.execution_time).total_seconds()
+    minimum = mutation.namespace.workflow_id_reuse_minimal_interval
+    if lifetime + requested < minimum:
+        return round(minimum - lifetime, 3)
+    return requested
+
+
+def complete_workflow_txn(mutation: ExecutionMutation, result: Any, *, completed_event_id: int) -> None:
+    """Close the run as completed; a cron run starts the chain's next run."""
+    ex = mutation.execution
+    ex.result = result
+    new_run_id = _next_cron_run(mutation, result=result, failure=None)
+    mutation.close(
+        ExecutionStatus.COMPLETED,
+        "WorkflowExecutionCompleted",
+        {
+            "result": result,
+            "new_execution_run_id": new_run_id,
+            "workflow_task_completed_event_id": completed_event_id,
+        },
+    )
 
 
 def fail_workflow_txn(
     mutation: ExecutionMutation, failure: dict[str, Any], *, completed_event_id: int
 ) -> None:
-    """Close the run as failed, starting its retry when the workflow's retry policy allows."""
+    """Close the run as failed, starting its retry when the workflow's retry policy allows.
+
+    A retry comes before cron: a cron run's next scheduled run starts only when no
+    retry does.
+    """
     mutation.execution.failure = failure
     retry_state, new_run_id = _retry_workflow(mutation, failure)
+    if new_run_id is None:
+        new_run_id = _next_cron_run(mutation, result=None, failure=failure)
     mutation.close(
         ExecutionStatus.FAILED,
         "WorkflowExecutionFailed",
@@ -556,7 +616,7 @@ def fail_workflow_txn(
 
 
 def time_out_workflow_txn(mutation: ExecutionMutation, *, run_timeout: bool) -> None:
-    """Close the run as timed out; only a run timeout before the execution expires is retried."""
+    """Close the run as timed out; a run timeout before the execution expires retries, then crons."""
     ex = mutation.execution
     failure = {"message": "workflow timed out", "timeout_failure_info": {"timeout_type": "START_TO_CLOSE"}}
     ex.failure = failure
@@ -564,6 +624,8 @@ def time_out_workflow_txn(mutation: ExecutionMutation, *, run_timeout: bool) -> 
     retry_state, new_run_id = "RETRY_STATE_TIMEOUT", None
     if run_timeout and not expired:
         retry_state, new_run_id = _retry_workflow(mutation, failure)
+        if new_run_id is None:
+            new_run_id = _next_cron_run(mutation, result=None, failure=failure)
     mutation.close(
         ExecutionStatus.TIMED_OUT,
         "WorkflowExecutionTimedOut",
@@ -589,7 +651,44 @@ def _retry_workflow(mutation: ExecutionMutation, failure: dict[str, Any]) -> tup
     )
     if not decision.retry:
         return decision.retry_state, None
-    req = StartRequest(
+    new = _start_follower(
+        mutation,
+        _same_options(ex, start_delay=decision.delay),
+        attempt=ex.attempt + 1,
+        extra_start_attrs={"initiator": "RETRY", "continued_failure": failure},
+        last_completion_result=ex.last_completion_result,
+    )
+    return "RETRY_STATE_IN_PROGRESS", str(new.run_id)
+
+
+def _next_cron_run(mutation: ExecutionMutation, *, result: Any, failure: dict[str, Any] | None) -> str | None:
+    """Start a cron run's successor at the next cron time; None without a schedule.
+
+    The next time follows this run's scheduled time, skipping times already past. The
+    chain ends when that time would reach the execution expiration. A completed run
+    hands its result on; a failed one hands on its failure and the last result before it.
+    """
+    ex = mutation.execution
+    if not ex.cron_schedule:
+        return None
+    delay = cron_backoff_seconds(ex.cron_schedule, ex.execution_time, mutation.now)
+    expiration = ex.execution_expiration_time
+    if expiration is not None and mutation.now + timedelta(seconds=delay) >= expiration:
+        return None
+    last_result = result if failure is None else ex.last_completion_result
+    new = _start_follower(
+        mutation,
+        _same_options(ex, start_delay=delay),
+        attempt=1,
+        extra_start_attrs={"initiator": "CRON_SCHEDULE", "continued_failure": failure},
+        last_completion_result=last_result,
+    )
+    return str(new.run_id)
+
+
+def _same_options(ex: WorkflowExecution, *, start_delay: float) -> StartRequest:
+    """The current run's start options, for a retry or the next cron run."""
+    return StartRequest(
         workflow_id=ex.workflow_id,
         workflow_type=ex.workflow_type,
         task_queue=ex.task_queue,
@@ -600,19 +699,36 @@ def _retry_workflow(mutation: ExecutionMutation, failure: dict[str, Any]) -> tup
         memo=ex.memo,
         search_attributes=ex.search_attributes,
         retry_policy=ex.retry_policy,
-        start_delay=decision.delay,
+        cron_schedule=ex.cron_schedule,
+        start_delay=start_delay,
     )
+
+
+def _start_follower(
+    mutation: ExecutionMutation,
+    req: StartRequest,
+    *,
+    attempt: int,
+    extra_start_attrs: dict[str, Any],
+    last_completion_result: Any,
+) -> WorkflowExecution:
+    """Create the chain's next run, linked both ways, saved after the current run closes.
+
+    On the same task queue it stays on the run's build; on another it takes that queue's current one.
+    """
+    ex = mutation.execution
     new = _create_run(
         mutation.namespace,
         req,
         signal=None,
         previous=ex,
         first_run_id=ex.first_run_id,
-        attempt=ex.attempt + 1,
-        extra_start_attrs={"initiator": "RETRY", "continued_failure": failure},
+        attempt=attempt,
+        extra_start_attrs={**extra_start_attrs, "last_completion_result": last_completion_result},
         inherited_expiration=ex.execution_expiration_time,
-        inherited_build_id=ex.assigned_build_id,
+        inherited_build_id=ex.assigned_build_id if req.task_queue == ex.task_queue else None,
     )
+    new.execution.last_completion_result = last_completion_result
     ex.new_run_id = new.execution.run_id
     mutation.followers.append(new)
-    return "RETRY_STATE_IN_PROGRESS", str(new.execution.run_id)
+    return new.execution

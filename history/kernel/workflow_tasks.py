@@ -10,7 +10,12 @@ from django.db import transaction
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel import tokens
-from history.kernel._mutation import ExecutionMutation, check_payload, lock_run
+from history.kernel._mutation import (
+    ExecutionMutation,
+    check_payload,
+    continue_as_new_suggestion,
+    lock_run,
+)
 from history.kernel.command_checks import CommandRejected
 from history.kernel.commands import apply_commands, validate_command_list
 from history.kernel.queries import (
@@ -241,6 +246,7 @@ def _write_completed(
                 "identity": ex.wft_identity,
                 "request_id": ex.wft_request_id,
                 **stamp,
+                **continue_as_new_suggestion(ex, mutation.namespace),
             },
         )
     completed = mutation.append(

@@ -192,6 +192,9 @@ class WorkflowInstance(ChildWorkflows):
         self._local_requests: list[LocalActivityRequest] = []
         self._recorded_locals: dict[int, dict[str, Any]] = {}
         self._replayed_locals: set[int] = set()
+        # Handed on by the previous run of a cron chain (or a retry): raw payloads / failure.
+        self.last_completion_result: list[dict[str, Any]] | None = None
+        self.continued_failure: dict[str, Any] | None = None
         self._init_children()
         self.cancel_requested = False
 
@@ -213,7 +216,7 @@ class WorkflowInstance(ChildWorkflows):
             if kind in EVENT_COMMANDS:
                 self._match(event)
             elif kind == "WorkflowTaskStarted":
-                self.info = dataclasses.replace(self.info, history_length=self.last_event_id)
+                self._note_history_growth(event)
                 following = history[index + 1]["event_type"] if index + 1 < len(history) else None
                 if following in ("WorkflowTaskFailed", "WorkflowTaskTimedOut"):
                     continue
@@ -222,6 +225,16 @@ class WorkflowInstance(ChildWorkflows):
                 self._jobs.append(event)
         self.is_replaying = False
         return self._activation()
+
+    def _note_history_growth(self, started: dict[str, Any]) -> None:
+        """What ``info()`` reports about the history, as of this workflow task."""
+        attrs = started.get("attributes") or {}
+        self.info = dataclasses.replace(
+            self.info,
+            history_length=self.last_event_id,
+            history_size=int(attrs.get("history_size_bytes") or 0),
+            continue_as_new_suggested=bool(attrs.get("suggest_continue_as_new")),
+        )
 
     def resolve_local_activity(self, seq: int, result: LocalActivityResult) -> Activation:
         """Record a local activity's outcome as a marker, wake its caller, and run code again."""
@@ -433,12 +446,16 @@ class WorkflowInstance(ChildWorkflows):
             self._apply_child_event(event)
         elif kind == "WorkflowExecutionCancelRequested" and self._main is not None:
             self.cancel_requested = True
-            self._main.cancel()
+            # After the run method's first step: a task cancelled before it starts would end
+            # without entering the method, so no close command would ever be sent.
+            self.loop.call_soon(self._main.cancel)
 
     def _start_workflow(self, attrs: dict[str, Any]) -> None:
         from sdk import workflow
 
         run_fn = self.definition.run_fn
+        self.last_completion_result = attrs.get("last_completion_result")
+        self.continued_failure = attrs.get("continued_failure")
         args = self.converter.from_payloads(attrs.get("input"), parameter_hints(run_fn, skip_self=True))
         with workflow._bound(self):
             self._object = self.definition.cls(*(args if self.definition.init_takes_args else []))
@@ -621,6 +638,10 @@ class WorkflowInstance(ChildWorkflows):
         return use_new or deprecated
 
     def upsert_search_attributes(self, attributes: dict[str, Any]) -> None:
+        # The server merges the same way; a None or empty value removes the attribute.
+        merged = {**self.info.search_attributes, **attributes}
+        current = {k: v for k, v in merged.items() if v is not None and v != []}
+        self.info = dataclasses.replace(self.info, search_attributes=current)
         self._issue(
             "UpsertWorkflowSearchAttributes",
             {"search_attributes": attributes},

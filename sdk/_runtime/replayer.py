@@ -68,6 +68,7 @@ def info_from_started_event(
         retry_policy=RetryPolicy.from_wire(attrs.get("retry_policy")),
         memo=dict(attrs.get("memo") or {}),
         search_attributes=dict(attrs.get("search_attributes") or {}),
+        cron_schedule=str(attrs.get("cron_schedule") or ""),
         parent=_parent(attrs),
     )
 

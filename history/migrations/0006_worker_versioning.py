@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('history', '0004_merge_0003_child_workflows_0003_reset_links'),
+        ('history', '0005_cron_schedule'),
     ]
 
     operations = [
