@@ -55,7 +55,7 @@ def test_a_pinned_task_goes_only_to_a_poller_of_its_build() -> None:
 
 
 def test_continue_as_new_on_the_same_queue_keeps_the_build_and_on_another_takes_its_current() -> None:
-    namespace = NamespaceFactory()
+    namespace = NamespaceFactory(workflow_id_reuse_minimal_interval=0)  # no hold-back between runs
     _set_current(namespace, "orders", "A")
     _set_current(namespace, "billing", "C")
     run = ExecutionFactory(namespace=namespace, task_queue="orders")
