@@ -44,10 +44,11 @@ from run_bench import (
     free_port,
     log,
     python_exe,
-    stop_procs,
     summary_ms,
     with_db,
 )
+
+from chronicle.launcher import ProcessGroup, frontend_process, shard_owner_process
 
 
 def _ts(value: str) -> float:
@@ -153,7 +154,7 @@ def main() -> int:
         "CHRONICLE_DB_POOL_MAX": str(args.pool_max),
     }
     py = python_exe()
-    procs: list[subprocess.Popen[bytes]] = []
+    stack: ProcessGroup | None = None
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
     # One measuring connection, opened before the stack takes its share of a busy server's slots.
@@ -176,14 +177,9 @@ def main() -> int:
         key = out.stdout.strip().splitlines()[-1].strip()
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        gunicorn = [py, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
-        procs.append(
-            subprocess.Popen(
-                [*gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT, env=env
-            )
-        )
-        procs.append(subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env))
-        _wait_up(base, procs)
+        stack = ProcessGroup([frontend_process(port, python=py), shard_owner_process(python=py)], env=env)
+        stack.start()
+        stack.wait_http(base, timeout=60)
         api = Api(base, key)
         for _ in range(8):  # warm both frontend processes' connections one request at a time
             api.post("/task-queues/warm/workflow-tasks/poll", {"identity": "w", "timeout": 0.01})
@@ -194,25 +190,13 @@ def main() -> int:
             "schedule_firings": phase_schedules(api, db, args.schedules, args.seconds),
         }
     finally:
-        stop_procs(procs)
+        if stack is not None:
+            stack.stop()
         db.close()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     _print(results)
     return 0
-
-
-def _wait_up(base: str, procs: list[subprocess.Popen[bytes]]) -> None:
-    deadline = time.time() + 60
-    while True:
-        try:
-            if httpx.get(base + "/api/schema/", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.time() > deadline or any(p.poll() is not None for p in procs):
-            raise RuntimeError("server did not come up")
-        time.sleep(0.3)
 
 
 def _print(results: dict[str, Any]) -> None:

@@ -42,6 +42,9 @@ class ExecutionSummarySerializer(serializers.Serializer[Any]):
     first_run_id = serializers.UUIDField()
     previous_run_id = serializers.UUIDField(allow_null=True)
     new_run_id = serializers.UUIDField(allow_null=True)
+    assigned_build_id = serializers.CharField(
+        allow_null=True, help_text="the build the run is pinned to; null when unversioned"
+    )
     reset_base_run_id = serializers.UUIDField(
         allow_null=True, help_text="a reset run: the run it was reset from"
     )

@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel.responses import serialize_event
 from history.kernel.schedules import upcoming_action_times
+from history.kernel.versioning import wire_build_id
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
@@ -55,6 +56,7 @@ def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
         "first_run_id": str(ex.first_run_id),
         "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
         "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
+        "assigned_build_id": wire_build_id(ex.assigned_build_id),
         "reset_base_run_id": str(ex.reset_base_run_id) if ex.reset_base_run_id else None,
         "reset_event_id": ex.reset_event_id or None,
         "reset_run_id": str(ex.reset_run_id) if ex.reset_run_id else None,

@@ -83,6 +83,8 @@ class WorkflowExecution(models.Model):
     sticky_task_queue = models.CharField(max_length=1000, default="")
     sticky_schedule_to_start_timeout = models.FloatField(default=5.0)
     timer_sequence = models.BigIntegerField(default=0)
+    # The build this run is pinned to ('' = unversioned): its tasks go only to that build's pollers.
+    assigned_build_id = models.CharField(max_length=255, default="")
 
     class Meta:
         constraints = [
@@ -191,13 +193,16 @@ class Task(models.Model):
     scheduled_event_id = models.BigIntegerField(default=0)
     attempt = models.IntegerField(default=1)
     query = models.ForeignKey("WorkflowQuery", null=True, blank=True, on_delete=models.CASCADE)
+    # Only pollers of this build take the task ('' = unversioned pollers).
+    build_id = models.CharField(max_length=255, default="")
     visible_at = models.DateTimeField()
     created_at = models.DateTimeField()
 
     class Meta:
         indexes = [
             models.Index(
-                fields=["namespace", "task_queue", "kind", "visible_at", "id"], name="task_dispatch"
+                fields=["namespace", "task_queue", "kind", "build_id", "visible_at", "id"],
+                name="task_dispatch_build",
             ),
             models.Index(fields=["run"], name="task_run"),
         ]

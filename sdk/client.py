@@ -12,6 +12,9 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from sdk._build_ids import BuildIdOpAddNewDefault as BuildIdOpAddNewDefault
+from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
+from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
 from sdk._runtime.definition import workflow_name
@@ -79,6 +82,8 @@ class WorkflowExecutionDescription:
     memo: dict[str, Any]
     search_attributes: dict[str, Any]
     raw: dict[str, Any]
+    # The build the run is pinned to (worker versioning); None when unversioned.
+    assigned_build_id: str | None = None
     parent_id: str | None = None
     parent_run_id: str | None = None
 
@@ -97,6 +102,7 @@ class WorkflowExecutionDescription:
             memo=dict(data.get("memo") or {}),
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
+            assigned_build_id=data.get("assigned_build_id"),
             parent_id=data.get("parent_workflow_id"),
             parent_run_id=data.get("parent_run_id"),
         )
@@ -305,6 +311,21 @@ class Client:
         self, workflow: str | Callable[..., Any], arg: Any = None, *, start_signal: str, **options: Any
     ) -> WorkflowHandle:
         return await self.start_workflow(workflow, arg, start_signal=start_signal, **options)
+
+    async def update_worker_build_id_compatibility(
+        self, task_queue: str, operation: BuildIdOpAddNewDefault
+    ) -> None:
+        """Set the task queue's default build (needs an admin key); new runs are pinned to it."""
+        if not isinstance(operation, BuildIdOpAddNewDefault):
+            raise TypeError("only BuildIdOpAddNewDefault is supported")
+        await self.transport.post(
+            f"/task-queues/{quote(task_queue, safe='')}/build-ids", {"build_id": operation.build_id}
+        )
+
+    async def get_worker_build_id_compatibility(self, task_queue: str) -> WorkerBuildIdVersionSets | None:
+        """The queue's builds, oldest first, the default last; None when it is unversioned."""
+        data = await self.transport.get(f"/task-queues/{quote(task_queue, safe='')}/build-ids") or {}
+        return WorkerBuildIdVersionSets.from_wire(data)
 
     def get_workflow_handle(
         self, workflow_id: str, *, run_id: str | None = None, result_type: Any = None

@@ -21,6 +21,7 @@ from django.utils import timezone
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel.retry import workflow_task_retry_delay
+from history.kernel.versioning import WorkerVersionStamp, current_build_id
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
@@ -256,22 +257,24 @@ class ExecutionMutation:
         ex.wft_identity = ""
         ex.wft_request_id = ""
 
-    def start_workflow_task(self, *, identity: str, request_id: str) -> None:
-        """Record the pending workflow task as started by ``identity``."""
+    def start_workflow_task(
+        self, *, identity: str, request_id: str, worker_version: WorkerVersionStamp | None = None
+    ) -> None:
+        """Record the pending workflow task as started by ``identity`` (of build ``worker_version``)."""
         ex = self.execution
         ex.wft_identity = identity
         ex.wft_request_id = request_id
         ex.wft_started_time = self.now
         if ex.wft_attempt == 1:
-            ex.wft_started_event_id = self.append(
-                "WorkflowTaskStarted",
-                {
-                    "scheduled_event_id": ex.wft_scheduled_event_id,
-                    "identity": identity,
-                    "request_id": request_id,
-                    **continue_as_new_suggestion(ex, self.namespace),
-                },
-            )
+            attributes: dict[str, Any] = {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "identity": identity,
+                "request_id": request_id,
+                **continue_as_new_suggestion(ex, self.namespace),
+            }
+            if worker_version is not None:
+                attributes["worker_version"] = worker_version.as_dict()
+            ex.wft_started_event_id = self.append("WorkflowTaskStarted", attributes)
         else:
             ex.wft_started_event_id = ex.wft_scheduled_event_id + 1
         self.add_timer(
@@ -314,6 +317,7 @@ class ExecutionMutation:
                 namespace_id=self.namespace.id,
                 task_queue=task_queue,
                 kind=kind,
+                build_id=self._build_for(task_queue),
                 run=self.execution,
                 shard_id=self.execution.shard_id,
                 scheduled_event_id=scheduled_event_id,
@@ -324,6 +328,17 @@ class ExecutionMutation:
             )
         )
         self._notifications.add((TASKS_CHANNEL, task_wakeup_key(self.namespace.id, kind, task_queue)))
+
+    def _build_for(self, task_queue: str) -> str:
+        """The build whose pollers may take a task of this run on ``task_queue``.
+
+        The run's own queues (normal and sticky) serve its pinned build; an activity sent
+        to another queue goes to that queue's current build, as in Temporal.
+        """
+        ex = self.execution
+        if task_queue in (ex.task_queue, ex.sticky_task_queue):
+            return ex.assigned_build_id
+        return current_build_id(self.namespace, task_queue)
 
     def add_timer(self, kind: str, fire_at: datetime, **fields: Any) -> None:
         self._timers.append(

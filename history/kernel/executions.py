@@ -17,6 +17,7 @@ from history.kernel._mutation import ExecutionMutation, check_payload, lock_exec
 from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy
+from history.kernel.versioning import current_build_id
 from history.models import (
     ExecutionStatus,
     PendingChildExecution,
@@ -111,7 +112,13 @@ def _create_run(
     attempt: int = 1,
     extra_start_attrs: dict[str, Any] | None = None,
     inherited_expiration: datetime | None = None,
+    inherited_build_id: str | None = None,
 ) -> ExecutionMutation:
+    """Build the new run and its first events (not saved).
+
+    The run is pinned to ``inherited_build_id`` when given (a retry or continue-as-new
+    on the same queue stays on its build), otherwise to the queue's current build.
+    """
     now = timezone.now()
     run_id = uuid.uuid4()
     run_timeout = effective_run_timeout(req.execution_timeout, req.run_timeout)
@@ -149,6 +156,11 @@ def _create_run(
         create_request_id=req.request_id or str(uuid.uuid4()),
         first_run_id=first_run_id or run_id,
         previous_run_id=previous.run_id if previous else None,
+        assigned_build_id=(
+            inherited_build_id
+            if inherited_build_id is not None
+            else current_build_id(namespace, req.task_queue)
+        ),
     )
     parent = req.parent or _inherited_parent(previous)
     if parent is not None:
@@ -177,6 +189,7 @@ def _create_run(
             "original_execution_run_id": str(run_id),
             "continued_execution_run_id": str(previous.run_id) if previous else None,
             "request_id": execution.create_request_id,
+            **({"assigned_build_id": execution.assigned_build_id} if execution.assigned_build_id else {}),
             **_parent_attributes(parent),
             **(extra_start_attrs or {}),
         },
@@ -365,7 +378,12 @@ def _start_txn(
         )
     mutation = _create_run(namespace, req, signal=signal)
     eager = None
-    if req.request_eager_execution and mutation.execution.wft_scheduled_event_id:
+    # A pinned run's first task belongs to its build's pollers; the caller's build is unknown.
+    if (
+        req.request_eager_execution
+        and mutation.execution.wft_scheduled_event_id
+        and not mutation.execution.assigned_build_id
+    ):
         # Recorded exactly as a poll would, without dispatching the task through matching.
         mutation.start_workflow_task_inline(identity=req.identity, request_id="eager")
     mutation.save()
@@ -712,7 +730,10 @@ def _start_follower(
     extra_start_attrs: dict[str, Any],
     last_completion_result: Any,
 ) -> WorkflowExecution:
-    """Create the chain's next run, linked both ways, saved after the current run closes."""
+    """Create the chain's next run, linked both ways, saved after the current run closes.
+
+    On the same task queue it stays on the run's build; on another it takes that queue's current one.
+    """
     ex = mutation.execution
     new = _create_run(
         mutation.namespace,
@@ -723,6 +744,7 @@ def _start_follower(
         attempt=attempt,
         extra_start_attrs={**extra_start_attrs, "last_completion_result": last_completion_result},
         inherited_expiration=ex.execution_expiration_time,
+        inherited_build_id=ex.assigned_build_id if req.task_queue == ex.task_queue else None,
     )
     new.execution.last_completion_result = last_completion_result
     ex.new_run_id = new.execution.run_id

@@ -31,6 +31,7 @@ from history.kernel._mutation import ExecutionMutation, lock_execution, payload_
 from history.kernel.activity_tasks import restore_activity_txn
 from history.kernel.commands import merge_search_attributes
 from history.kernel.executions import arm_workflow_timeouts, terminate_txn
+from history.kernel.versioning import current_build_id
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
@@ -459,6 +460,7 @@ _NOT_COPIED = {
     "reset_base_run_id",
     "reset_event_id",
     "reset_run_id",
+    "assigned_build_id",
 }
 
 
@@ -491,6 +493,8 @@ def _new_run(plan: ResetPlan, now: datetime, request_id: str) -> WorkflowExecuti
         last_wft_completed_event_id=state.last_wft_completed_event_id,
         reset_base_run_id=base.run_id,
         reset_event_id=plan.event_id,
+        # A reset is how a run leaves a bad build: it goes to the queue's current one.
+        assigned_build_id=current_build_id(base.namespace, base.task_queue),
     )
 
 
