@@ -16,6 +16,11 @@ from history.kernel.activity_tasks import (
 from history.kernel.executions import continue_as_new_txn, fail_workflow_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
+from namespaces.search_attributes import (
+    BadSearchAttributes,
+    merge_search_attributes,
+    normalize_search_attributes,
+)
 
 MAX_COMMANDS = 1000
 
@@ -194,11 +199,11 @@ def _record_marker(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: 
 
 
 def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
-    attrs = a.get("search_attributes")
-    if not isinstance(attrs, dict):
-        raise CommandRejected("BAD_SEARCH_ATTRIBUTES", "search_attributes must be an object")
-    merged = {**m.execution.search_attributes, **attrs}
-    m.execution.search_attributes = {k: v for k, v in merged.items() if v is not None and v != []}
+    try:
+        attrs = normalize_search_attributes(m.namespace, a.get("search_attributes"))
+    except BadSearchAttributes as exc:
+        raise CommandRejected("BAD_SEARCH_ATTRIBUTES", str(exc)) from None
+    m.execution.search_attributes = merge_search_attributes(m.execution.search_attributes, attrs)
     m.append(
         "UpsertWorkflowSearchAttributes",
         {"search_attributes": attrs, "workflow_task_completed_event_id": wtc},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,6 +24,11 @@ from history.models import (
     WorkflowQuery,
 )
 from namespaces.models import Namespace
+from namespaces.search_attributes import (
+    BadSearchAttributes,
+    merge_search_attributes,
+    normalize_search_attributes,
+)
 
 REUSE_POLICIES = {
     "ALLOW_DUPLICATE",
@@ -211,6 +216,14 @@ def validate_start(namespace: Namespace, req: StartRequest) -> None:
     check_payload(namespace, req.search_attributes, "search_attributes")
 
 
+def typed_start_search_attributes(namespace: Namespace, attributes: dict[str, Any]) -> dict[str, Any]:
+    """A start's search attributes checked against the namespace's types, in stored form."""
+    try:
+        return merge_search_attributes({}, normalize_search_attributes(namespace, attributes))
+    except BadSearchAttributes as exc:
+        raise invalid(str(exc), cause="BadSearchAttributes") from None
+
+
 def start_workflow_execution(
     namespace: Namespace,
     req: StartRequest,
@@ -219,6 +232,7 @@ def start_workflow_execution(
 ) -> StartResult:
     """Start a run, honouring request-id dedup first, then the conflict and reuse policies."""
     validate_start(namespace, req)
+    req = replace(req, search_attributes=typed_start_search_attributes(namespace, req.search_attributes))
     conflict = req.id_conflict_policy or ("USE_EXISTING" if signal else "FAIL")
     if signal and conflict == "FAIL":
         raise invalid("id_conflict_policy FAIL is not valid for signal-with-start")
