@@ -8,7 +8,10 @@ _w = "workflows/<str:workflow_id>"
 _r = _w + "/runs/<str:run_id>"
 urlpatterns = [
     path("workflows", api.WorkflowListApi.as_view(), name="workflows"),
+    path("workflow-count", api.WorkflowCountApi.as_view()),
     path("signal-with-start", api.SignalWithStartApi.as_view()),
+    path("search-attributes", api.SearchAttributeListApi.as_view()),
+    path("search-attributes/<str:name>", api.SearchAttributeDetailApi.as_view()),
 ]
 for prefix in (_w, _r):
     urlpatterns += [

@@ -8,7 +8,7 @@ the tree to a Django ``Q`` against the run's columns (system attributes) and its
 
 Grammar (keywords are case-insensitive, attribute names are not)::
 
-    query     := [or_expr] [ORDER BY name [ASC | DESC]] EOF
+    query     := [or_expr] [GROUP BY name] [ORDER BY name [ASC | DESC]] EOF
     or_expr   := and_expr (OR and_expr)*
     and_expr  := not_expr (AND not_expr)*
     not_expr  := NOT not_expr | '(' or_expr ')' | predicate
@@ -133,10 +133,14 @@ def tokenize(query: str) -> list[Token]:
             raise VisibilityQueryError(query, index, f"unexpected character {char!r}")
         kind, text = match.lastgroup or "", match.group()
         if kind == "number":
-            tokens.append(Token("number", text, index, float(text) if re.search("[.eE]", text) else int(text)))
+            tokens.append(
+                Token("number", text, index, float(text) if re.search("[.eE]", text) else int(text))
+            )
         elif kind == "word":
             upper = text.upper()
-            tokens.append(Token("keyword", upper, index) if upper in KEYWORDS else Token("name", text, index, text))
+            tokens.append(
+                Token("keyword", upper, index) if upper in KEYWORDS else Token("name", text, index, text)
+            )
         elif kind != "space":
             tokens.append(Token(kind, text, index))
         index = match.end()
@@ -185,10 +189,17 @@ class OrderBy:
 
 
 @dataclass(frozen=True)
+class GroupBy:
+    name: str
+    position: int
+
+
+@dataclass(frozen=True)
 class ParsedQuery:
     text: str
     where: Node | None
     order_by: OrderBy | None
+    group_by: GroupBy | None = None
 
 
 class Parser:
@@ -226,11 +237,21 @@ class Parser:
         return "the end of the query" if self.token.kind == "end" else repr(self.token.text)
 
     def parse(self) -> ParsedQuery:
-        where = None if self.at("end") or self.at("keyword", "ORDER") else self.or_expr()
+        clauses = ("ORDER", "GROUP")
+        where = None if self.at("end") or self.token.text in clauses else self.or_expr()
+        group_by = self.group_by() if self.at("keyword", "GROUP") else None
         order_by = self.order_by() if self.at("keyword", "ORDER") else None
         if not self.at("end"):
             raise self.error(f"unexpected {self.describe()}")
-        return ParsedQuery(self.query, where, order_by)
+        return ParsedQuery(self.query, where, order_by, group_by)
+
+    def group_by(self) -> GroupBy:
+        self.expect("keyword", "GROUP", "GROUP")
+        self.expect("keyword", "BY", "BY after GROUP")
+        name = self.name()
+        if name.value != "ExecutionStatus":
+            raise self.error("GROUP BY is supported on ExecutionStatus only", name)
+        return GroupBy(name.value, name.position)
 
     def or_expr(self) -> Node:
         operands = [self.and_expr()]
@@ -274,9 +295,13 @@ class Parser:
         if self.accept("keyword", "BETWEEN"):
             low = self.value()
             self.expect("keyword", "AND", "AND")
-            return Predicate(name.value, name.position, "BETWEEN", (low, self.value()), negated, operator.position)
+            return Predicate(
+                name.value, name.position, "BETWEEN", (low, self.value()), negated, operator.position
+            )
         if self.accept("keyword", "STARTS_WITH"):
-            return Predicate(name.value, name.position, "STARTS_WITH", (self.value(),), negated, operator.position)
+            return Predicate(
+                name.value, name.position, "STARTS_WITH", (self.value(),), negated, operator.position
+            )
         if self.at("keyword", "LIKE"):
             raise self.error("LIKE is not supported; use STARTS_WITH")
         raise self.error(f"expected an operator after {name.value!r}, found {self.describe()}", operator)
@@ -297,7 +322,9 @@ class Parser:
         if token.kind == "keyword" and token.text in ("TRUE", "FALSE"):
             self.advance()
             return Value(token.text == "TRUE", token.position)
-        raise self.error(f"expected a value (a quoted string, a number, true or false), found {self.describe()}")
+        raise self.error(
+            f"expected a value (a quoted string, a number, true or false), found {self.describe()}"
+        )
 
     def order_by(self) -> OrderBy:
         self.expect("keyword", "ORDER", "ORDER")
@@ -517,7 +544,9 @@ def _duration(raw: Any) -> timedelta:
     if isinstance(raw, str):
         text = raw.strip()
         if _GO_DURATION.match(text):
-            seconds = sum(float(n) * _GO_UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)", text))
+            seconds = sum(
+                float(n) * _GO_UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)", text)
+            )
             return timedelta(seconds=seconds)
         parts = text.split(":")
         if len(parts) == 3 and all(p.replace(".", "", 1).isdigit() for p in parts):
@@ -535,7 +564,7 @@ class CompiledQuery:
     order: Attribute
     descending: bool
     aliases: frozenset[str]
-    has_order_by: bool
+    parsed: ParsedQuery
 
 
 def compile_query(query: str, custom: dict[str, IndexedValueType]) -> CompiledQuery:
@@ -544,7 +573,7 @@ def compile_query(query: str, custom: dict[str, IndexedValueType]) -> CompiledQu
     compiler = Compiler(parsed, custom)
     where = compiler.where()
     order, descending = compiler.order()
-    return CompiledQuery(where, order, descending, frozenset(compiler.aliases), parsed.order_by is not None)
+    return CompiledQuery(where, order, descending, frozenset(compiler.aliases), parsed)
 
 
 def _base(namespace: Namespace, compiled: CompiledQuery) -> QuerySet[WorkflowExecution]:
@@ -556,7 +585,15 @@ def _base(namespace: Namespace, compiled: CompiledQuery) -> QuerySet[WorkflowExe
 
 def search(namespace: Namespace, query: str) -> QuerySet[WorkflowExecution]:
     """The namespace's runs matching ``query``, in its ORDER BY (default StartTime DESC), then RunId."""
-    return _ordered(namespace, compile_query(query, custom_attributes(namespace)))
+    return _ordered(namespace, _listing(query, custom_attributes(namespace)))
+
+
+def _listing(query: str, custom: dict[str, IndexedValueType]) -> CompiledQuery:
+    compiled = compile_query(query, custom)
+    if compiled.parsed.group_by is not None:
+        position = compiled.parsed.group_by.position
+        raise VisibilityQueryError(query, position, "GROUP BY is only allowed in a count query")
+    return compiled
 
 
 def _ordered(namespace: Namespace, compiled: CompiledQuery) -> QuerySet[WorkflowExecution]:
@@ -568,23 +605,33 @@ def _ordered(namespace: Namespace, compiled: CompiledQuery) -> QuerySet[Workflow
 
 
 def count(namespace: Namespace, query: str) -> int:
-    """How many runs match ``query`` (ORDER BY is refused: a count has no order)."""
-    return _counted(namespace, query).count()
+    """How many runs match ``query``."""
+    return _counted(namespace, query)[0].count()
 
 
 def count_by_status(namespace: Namespace, query: str) -> list[dict[str, Any]]:
     """``[{"group_values": ["Running"], "count": n}, ...]``, the largest groups first."""
-    rows = _counted(namespace, query).values("status").order_by().annotate(n=Count("*"))
+    rows = _counted(namespace, query)[0].values("status").order_by().annotate(n=Count("*"))
     groups = [{"group_values": [row["status"]], "count": row["n"]} for row in rows]
     return sorted(groups, key=lambda g: (-g["count"], g["group_values"][0]))
 
 
-def _counted(namespace: Namespace, query: str) -> QuerySet[WorkflowExecution]:
+def count_executions(namespace: Namespace, query: str, *, group_by: str = "") -> dict[str, Any]:
+    """Temporal's CountWorkflowExecutions: ``{"count", "groups"}``; groups by ``group_by`` or
+    the query's own ``GROUP BY ExecutionStatus``."""
+    _, parsed = _counted(namespace, query)
+    if group_by or parsed.group_by is not None:
+        groups = count_by_status(namespace, query)
+        return {"count": sum(g["count"] for g in groups), "groups": groups}
+    return {"count": count(namespace, query), "groups": []}
+
+
+def _counted(namespace: Namespace, query: str) -> tuple[QuerySet[WorkflowExecution], ParsedQuery]:
     compiled = compile_query(query, custom_attributes(namespace))
-    if compiled.has_order_by:
-        position = query.upper().find("ORDER")
-        raise VisibilityQueryError(query, max(position, 0), "ORDER BY is not allowed in a count query")
-    return _base(namespace, compiled)
+    if compiled.parsed.order_by is not None:
+        position = compiled.parsed.order_by.position
+        raise VisibilityQueryError(query, position, "ORDER BY is not allowed in a count query")
+    return _base(namespace, compiled), compiled.parsed
 
 
 # ---------------------------------------------------------------- keyset pages
@@ -656,7 +703,7 @@ def page(
     Keyset pagination: the token holds the last row's sort key and run id, so a deep
     page costs what the first one does.
     """
-    compiled = compile_query(query, custom_attributes(namespace))
+    compiled = _listing(query, custom_attributes(namespace))
     qs = _ordered(namespace, compiled)
     if next_page_token:
         value, run_id = _decode_page_token(query, compiled.order, next_page_token)

@@ -113,7 +113,9 @@ def normalize_value(name: str, kind: IndexedValueType, value: Any) -> Any:
     if kind == T.KEYWORD_LIST:
         items = value if isinstance(value, list) else [value]
         if not all(isinstance(item, str) for item in items):
-            raise BadSearchAttributes(f"search attribute {name!r} is KeywordList: every value must be a string")
+            raise BadSearchAttributes(
+                f"search attribute {name!r} is KeywordList: every value must be a string"
+            )
         return items
     if isinstance(value, list):
         if len(value) != 1:

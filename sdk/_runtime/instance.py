@@ -594,11 +594,15 @@ class WorkflowInstance:
         return use_new or deprecated
 
     def upsert_search_attributes(self, attributes: dict[str, Any]) -> None:
+        """Issue the command and apply it to ``info`` at once, as the server will merge it."""
         self._issue(
             "UpsertWorkflowSearchAttributes",
             {"search_attributes": attributes},
             "UpsertWorkflowSearchAttributes",
         )
+        merged = {**self.info.search_attributes, **attributes}
+        current = {name: value for name, value in merged.items() if value is not None and value != []}
+        self.info = dataclasses.replace(self.info, search_attributes=current)
 
     @property
     def result_hint(self) -> Any:
