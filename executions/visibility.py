@@ -487,7 +487,7 @@ class Compiler:
         if name in ("RunId", "ParentRunId"):
             return uuid.UUID(str(raw))
         if name == "ExecutionDuration":
-            return _duration(raw)
+            return parse_duration(raw)
         if kind in (T.KEYWORD, T.KEYWORD_LIST, T.TEXT):
             if not isinstance(raw, str):
                 raise ValueError(f"{raw!r} is not a quoted string")
@@ -506,7 +506,7 @@ class Compiler:
             if not isinstance(raw, bool):
                 raise ValueError(f"{raw!r} is not true or false")
             return raw
-        moment = _datetime(raw)
+        moment = query_datetime(raw)
         return moment if attribute.column else format_datetime(moment)
 
     def order(self) -> tuple[Attribute, bool]:
@@ -527,7 +527,7 @@ def _any_of(conditions: list[Q]) -> Q:
     return combined
 
 
-def _datetime(raw: Any) -> datetime:
+def query_datetime(raw: Any) -> datetime:
     if isinstance(raw, bool):
         raise ValueError(f"{raw!r} is not a datetime")
     if isinstance(raw, int):
@@ -537,7 +537,7 @@ def _datetime(raw: Any) -> datetime:
     return parse_datetime(raw)
 
 
-def _duration(raw: Any) -> timedelta:
+def parse_duration(raw: Any) -> timedelta:
     """Nanoseconds, a Go-style duration (``1h30m``, ``250ms``) or ``HH:MM:SS``."""
     if isinstance(raw, int) and not isinstance(raw, bool):
         return timedelta(microseconds=raw / 1000)

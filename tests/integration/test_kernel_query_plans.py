@@ -70,21 +70,21 @@ def test_task_claim_reads_the_dispatch_index_and_skips_locked_rows() -> None:
 
 
 @pytest.mark.parametrize(
-    ("filters", "index"),
+    ("query", "index"),
     [
-        ({}, "exec_ns_start"),
-        ({"status": "Running"}, "exec_ns_status"),
-        ({"workflow_type": "T"}, "exec_ns_type"),
+        ("", "exec_ns_start"),
+        ("ExecutionStatus = 'Running'", "exec_ns_status"),
+        ("WorkflowType = 'T'", "exec_ns_type"),
     ],
 )
-def test_execution_list_keyset_page_reads_a_start_time_index(filters: dict[str, str], index: str) -> None:
+def test_execution_list_keyset_page_reads_a_start_time_index(query: str, index: str) -> None:
     namespace = NamespaceFactory()
     for _ in range(3):
         ExecutionFactory(namespace=namespace, workflow_type="T")
-    _, cursor = selectors.execution_list(namespace, page_size=1, **filters)
-    assert cursor is not None
+    _, token = selectors.execution_list(namespace, query=query, page_size=1)
+    assert token is not None
     sql = captured_sql(
-        lambda: selectors.execution_list(namespace, page_size=1, cursor=cursor, **filters),
+        lambda: selectors.execution_list(namespace, query=query, page_size=1, next_page_token=token),
         "history_workflowexecution",
     )
     assert index in indexes_used(sql)
