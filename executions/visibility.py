@@ -443,7 +443,12 @@ class Compiler:
             )
         values = [self.value(attribute, v) for v in p.values]
         q = self.condition(attribute, p.operator, values)
-        return ~q if p.negated else q
+        if not p.negated:
+            return q
+        if p.operator == "IS NULL":
+            return ~q
+        # As in SQL, a run without the attribute matches neither ``X`` nor ``NOT X``.
+        return ~q & self.present(attribute)
 
     def condition(self, attribute: Attribute, operator: str, values: list[Any]) -> Q:
         if operator == "IS NULL":
