@@ -105,7 +105,12 @@ class WorkflowListApi(NamespaceApi):
     @extend_schema_serializer(component_name="ListWorkflowExecutionsParams")
     class ListSerializer(serializers.Serializer[Any]):
         query = serializers.CharField(
-            required=False, default="", allow_blank=True, max_length=10_000, help_text=QUERY_HELP
+            required=False,
+            default="",
+            allow_blank=True,
+            trim_whitespace=False,
+            max_length=10_000,
+            help_text=QUERY_HELP,
         )
         page_size = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
         next_page_token = StrictCharField(required=False, default="", allow_blank=True, max_length=4096)
@@ -129,7 +134,12 @@ class WorkflowCountApi(NamespaceApi):
     @extend_schema_serializer(component_name="CountWorkflowExecutionsParams")
     class ParamsSerializer(serializers.Serializer[Any]):
         query = serializers.CharField(
-            required=False, default="", allow_blank=True, max_length=10_000, help_text=QUERY_HELP
+            required=False,
+            default="",
+            allow_blank=True,
+            trim_whitespace=False,
+            max_length=10_000,
+            help_text=QUERY_HELP,
         )
         group_by = serializers.ChoiceField(["", "ExecutionStatus"], required=False, default="")
 
