@@ -642,6 +642,8 @@ def _counted(namespace: Namespace, query: str) -> tuple[QuerySet[WorkflowExecuti
 # ---------------------------------------------------------------- keyset pages
 
 MAX_PAGE_SIZE = 1000
+# A listing never shows payloads; they load on access if a caller wants them.
+PAYLOAD_COLUMNS = ("input", "result", "failure", "buffered_events", "retry_policy")
 
 
 def _sort_value(attribute: Attribute, row: WorkflowExecution) -> Any:
@@ -714,7 +716,7 @@ def page(
         value, run_id = _decode_page_token(query, compiled.order, next_page_token)
         qs = qs.filter(_after(compiled.order, compiled.descending, value, run_id))
     size = max(1, min(page_size, MAX_PAGE_SIZE))
-    rows = list(qs[: size + 1])
+    rows = list(qs.defer(*PAYLOAD_COLUMNS)[: size + 1])
     if len(rows) <= size:
         return rows, None
     return rows[:size], encode_page_token(query, compiled.order, rows[size - 1])

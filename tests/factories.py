@@ -123,8 +123,9 @@ _VOLUME_SQL = {
     "execution_time": "now() - i * interval '1 second'",
     "close_time": "CASE WHEN i %% 7 = 0 THEN NULL ELSE now() - (i - 90) * interval '1 second' END",
     "search_attributes": (
-        "jsonb_build_object('CustomerId', 'c-' || (i %% 1000), 'Amount', i %% 10000, 'Due',"
-        " to_char(timestamp '2026-01-01' + i * interval '1 minute', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))"
+        "jsonb_build_object('CustomerId', 'c-' || (i %% 1000), 'Amount', (i * 31) %% 10000, 'Due',"
+        " to_char(timestamp '2026-01-01' + ((i * 7919) %% 100000) * interval '1 minute',"
+        ' \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\'))'
     ),
 }
 
@@ -134,8 +135,8 @@ def bulk_insert_runs(namespace: Namespace, count: int) -> None:
 
     A run of index ``i`` has workflow id ``vol-i``, type ``VOLUME_TYPES[i % 4]``, status
     ``VOLUME_STATUSES[i % 7]`` (``Running`` when ``i % 7 == 0``), started ``i`` seconds ago,
-    and search attributes ``CustomerId = c-<i % 1000>``, ``Amount = i % 10000`` and ``Due``
-    ``i`` minutes after 2026-01-01 (register them first). These rows have no history:
+    and search attributes ``CustomerId = c-<i % 1000>``, ``Amount = (31 i) % 10000`` and ``Due``
+    ``(7919 i) % 100000`` minutes after 2026-01-01 (register them first). These rows have no history:
     they exist to give the planner and the benchmark realistic volume, never to exercise
     the kernel, which ``ExecutionFactory`` does.
     """
