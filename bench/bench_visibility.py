@@ -2,7 +2,7 @@
 
 Creates a scratch database, migrates it, registers CustomerId (Keyword), Amount (Int)
 and Due (Datetime), bulk-loads runs with one SQL statement per batch (test data, not
-kernel writes: see ``tests.factories.bulk_insert_runs``), VACUUM ANALYZEs, then times
+kernel writes: see ``bench/visibility_data.py``), VACUUM ANALYZEs, then times
 each typical query in-process through ``executions.visibility`` (one page of 100 rows,
 as the REST list reads it) and prints p50/p99 and each query's plan. Drops the database
 at the end unless ``--keep``.
@@ -94,11 +94,11 @@ def run(runs: int, repeat: int) -> None:
     from django.core.management import call_command
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
+    from visibility_data import bulk_insert_runs  # beside this script
 
     from executions import search_attributes, visibility
     from history.models import WorkflowExecution
     from namespaces.services import namespace_create
-    from tests.factories import bulk_insert_runs
 
     call_command("migrate", verbosity=0)
     namespace = namespace_create(name="visbench")

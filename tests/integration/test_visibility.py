@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from bench.visibility_data import bulk_insert_runs
 from chronicle.errors import ChronicleError
 from executions import search_attributes, selectors, visibility
 from history import kernel
@@ -16,7 +17,7 @@ from history.kernel._mutation import ExecutionMutation
 from history.kernel.commands import CommandRejected, _upsert_search_attributes
 from history.models import ExecutionStatus, WorkflowExecution
 from namespaces.models import Namespace
-from tests.factories import ExecutionFactory, NamespaceFactory, bulk_insert_runs
+from tests.factories import ExecutionFactory, NamespaceFactory
 from tests.integration.test_kernel_query_plans import captured_sql, indexes_used
 
 pytestmark = pytest.mark.django_db
