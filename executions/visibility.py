@@ -373,31 +373,34 @@ _COLUMNS: dict[str, str] = {
     "ExecutionDuration": "vis_execution_duration",
 }
 _ALIASES: dict[str, Callable[[], Expression]] = {
-    "vis_history_length": lambda: CombinedExpression(F("next_event_id"), "-", _one()),
+    "vis_history_length": lambda: CombinedExpression(F("next_event_id"), "-", SqlValue(1)),
     "vis_execution_duration": lambda: CombinedExpression(F("close_time"), "-", F("start_time")),
 }
 _GO_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns))+$")
 _GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
-def _one() -> Expression:
-    return SqlValue(1)
-
-
 @dataclass(frozen=True)
 class Attribute:
-    """An attribute as a query sees it: its name, type and where it lives."""
+    """An attribute as a query sees it: its name, type and the column or alias it reads.
+
+    A custom attribute reads an alias of ``search_attributes -> 'Name'`` (``vis_sa0``, ...),
+    so its name is never parsed as an ORM lookup path (``a__b``, ``contains``).
+    """
 
     name: str
     type: IndexedValueType
-    column: str | None  # None for a custom attribute (in search_attributes)
+    column: str
+    custom: bool = False
 
     def expression(self) -> Any:
-        return F(self.column) if self.column else KeyTransform(self.name, "search_attributes")
+        return F(self.column)
 
-    @property
-    def lookup(self) -> str:
-        return self.column or f"search_attributes__{self.name}"
+    def where(self, lookup: str, value: Any) -> Q:
+        if self.custom and lookup == "isnull":  # ``?``, which the GIN index serves
+            present = Q(search_attributes__has_key=self.name)
+            return ~present if value else present
+        return Q(**{f"{self.column}__{lookup}": value})
 
 
 class Compiler:
@@ -406,7 +409,8 @@ class Compiler:
     def __init__(self, parsed: ParsedQuery, custom: dict[str, IndexedValueType]) -> None:
         self.parsed = parsed
         self.custom = custom
-        self.aliases: set[str] = set()
+        self.aliases: dict[str, Expression] = {}
+        self.custom_aliases: dict[str, str] = {}
 
     def error(self, position: int, message: str) -> VisibilityQueryError:
         return VisibilityQueryError(self.parsed.text, position, message)
@@ -415,10 +419,12 @@ class Compiler:
         if name in SYSTEM_ATTRIBUTES:
             column = _COLUMNS[name]
             if column in _ALIASES:
-                self.aliases.add(column)
+                self.aliases[column] = _ALIASES[column]()
             return Attribute(name, SYSTEM_ATTRIBUTES[name], column)
         if name in self.custom:
-            return Attribute(name, self.custom[name], None)
+            alias = self.custom_aliases.setdefault(name, f"vis_sa{len(self.custom_aliases)}")
+            self.aliases[alias] = KeyTransform(name, "search_attributes")
+            return Attribute(name, self.custom[name], alias, custom=True)
         raise self.error(position, f"unknown search attribute {name!r}")
 
     def where(self) -> Q:
@@ -452,9 +458,7 @@ class Compiler:
 
     def condition(self, attribute: Attribute, operator: str, values: list[Any]) -> Q:
         if operator == "IS NULL":
-            if attribute.column:
-                return Q(**{f"{attribute.column}__isnull": True})
-            return ~Q(search_attributes__has_key=attribute.name)
+            return attribute.where("isnull", True)
         if operator == "!=":
             return ~self.condition(attribute, "=", values) & self.present(attribute)
         if attribute.type == T.KEYWORD_LIST:
@@ -463,19 +467,16 @@ class Compiler:
             vector = SearchVector(KeyTextTransform(attribute.name, "search_attributes"), config="simple")
             return Q(SearchVectorExact(vector, SearchQuery(values[0], config="simple")))
         if operator == "IN":
-            return Q(**{f"{attribute.lookup}__in": values})
+            return attribute.where("in", values)
         if operator == "BETWEEN":
-            return Q(**{f"{attribute.lookup}__gte": values[0], f"{attribute.lookup}__lte": values[1]})
+            return attribute.where("gte", values[0]) & attribute.where("lte", values[1])
         if operator == "STARTS_WITH":
-            prefix = attribute.column or f"search_attributes__{attribute.name}"
-            return Q(**{f"{prefix}__startswith": values[0]})
-        return Q(**{f"{attribute.lookup}__{_LOOKUP[operator]}": values[0]})
+            return attribute.where("startswith", values[0])
+        return attribute.where(_LOOKUP[operator], values[0])
 
     def present(self, attribute: Attribute) -> Q:
         """``!=`` matches runs that have the attribute (SQL's three-valued logic, made explicit)."""
-        if attribute.column:
-            return Q(**{f"{attribute.column}__isnull": False})
-        return Q(search_attributes__has_key=attribute.name)
+        return attribute.where("isnull", False)
 
     def value(self, attribute: Attribute, value: Value) -> Any:
         try:
@@ -512,7 +513,7 @@ class Compiler:
                 raise ValueError(f"{raw!r} is not true or false")
             return raw
         moment = query_datetime(raw)
-        return moment if attribute.column else format_datetime(moment)
+        return format_datetime(moment) if attribute.custom else moment
 
     def order(self) -> tuple[Attribute, bool]:
         """The sort attribute and direction; StartTime DESC unless the query says otherwise."""
@@ -568,7 +569,7 @@ class CompiledQuery:
     where: Q
     order: Attribute
     descending: bool
-    aliases: frozenset[str]
+    aliases: dict[str, Expression]
     parsed: ParsedQuery
 
 
@@ -578,13 +579,13 @@ def compile_query(query: str, custom: dict[str, IndexedValueType]) -> CompiledQu
     compiler = Compiler(parsed, custom)
     where = compiler.where()
     order, descending = compiler.order()
-    return CompiledQuery(where, order, descending, frozenset(compiler.aliases), parsed)
+    return CompiledQuery(where, order, descending, compiler.aliases, parsed)
 
 
 def _base(namespace: Namespace, compiled: CompiledQuery) -> QuerySet[WorkflowExecution]:
     qs = WorkflowExecution.objects.filter(namespace=namespace)
     if compiled.aliases:
-        qs = qs.alias(**{name: _ALIASES[name]() for name in compiled.aliases})
+        qs = qs.alias(**compiled.aliases)
     return qs.filter(compiled.where)
 
 
@@ -652,7 +653,7 @@ def _sort_value(attribute: Attribute, row: WorkflowExecution) -> Any:
         return row.next_event_id - 1
     if attribute.column == "vis_execution_duration":
         return (row.close_time - row.start_time).total_seconds() if row.close_time else None
-    value = getattr(row, attribute.column) if attribute.column else row.search_attributes.get(attribute.name)
+    value = row.search_attributes.get(attribute.name) if attribute.custom else getattr(row, attribute.column)
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
@@ -665,7 +666,7 @@ def _decode_sort_value(attribute: Attribute, value: Any) -> Any:
         return None
     if attribute.column == "vis_execution_duration":
         return timedelta(seconds=float(value))
-    if attribute.column and attribute.type == T.DATETIME:
+    if not attribute.custom and attribute.type == T.DATETIME:
         return datetime.fromisoformat(value)
     if attribute.column in ("run_id", "parent_run_id"):
         return uuid.UUID(value)
@@ -693,13 +694,13 @@ def _decode_page_token(query: str, attribute: Attribute, token: str) -> tuple[An
 
 def _after(attribute: Attribute, descending: bool, value: Any, run_id: uuid.UUID) -> Q:
     """Rows strictly after (value, run_id) in the order ``search`` uses (nulls first when DESC)."""
-    key = attribute.lookup
     older = "lt" if descending else "gt"
+    same_run_order = Q(**{f"run_id__{older}": run_id})
     if value is None:
-        same_null = Q(**{f"{key}__isnull": True, f"run_id__{older}": run_id})
-        return same_null | Q(**{f"{key}__isnull": False}) if descending else same_null
-    beyond = Q(**{f"{key}__{older}": value}) | Q(**{key: value, f"run_id__{older}": run_id})
-    return beyond if descending else beyond | Q(**{f"{key}__isnull": True})
+        same_null = attribute.where("isnull", True) & same_run_order
+        return same_null | attribute.where("isnull", False) if descending else same_null
+    beyond = attribute.where(older, value) | (attribute.where("exact", value) & same_run_order)
+    return beyond if descending else beyond | attribute.where("isnull", True)
 
 
 def page(

@@ -116,6 +116,16 @@ def test_each_operator_selects_the_right_runs(
     assert ids(namespace, query) == expected
 
 
+def test_names_that_spell_orm_lookups_are_plain_attributes(namespace: Namespace) -> None:
+    search_attributes.add_attribute(namespace, "contains", "Keyword")
+    search_attributes.add_attribute(namespace, "in__gt", "Int")
+    start(namespace, "odd", contains="x", in__gt=5)
+    start(namespace, "plain")
+    assert ids(namespace, "contains = 'x' AND in__gt > 4") == {"odd"}
+    assert ids(namespace, "contains IS NULL") == {"plain"}
+    assert [r.workflow_id for r in visibility.search(namespace, "ORDER BY in__gt DESC")] == ["plain", "odd"]
+
+
 def test_a_namespace_sees_only_its_own_runs(namespace: Namespace, runs: dict[str, WorkflowExecution]) -> None:
     other = NamespaceFactory()
     ExecutionFactory(namespace=other, workflow_id="a")
