@@ -617,7 +617,11 @@ def count(namespace: Namespace, query: str) -> int:
 
 def count_by_status(namespace: Namespace, query: str) -> list[dict[str, Any]]:
     """``[{"group_values": ["Running"], "count": n}, ...]``, the largest groups first."""
-    rows = _counted(namespace, query)[0].values("status").order_by().annotate(n=Count("*"))
+    return _status_groups(_counted(namespace, query)[0])
+
+
+def _status_groups(qs: QuerySet[WorkflowExecution]) -> list[dict[str, Any]]:
+    rows = qs.values("status").order_by().annotate(n=Count("*"))
     groups = [{"group_values": [row["status"]], "count": row["n"]} for row in rows]
     return sorted(groups, key=lambda g: (-g["count"], g["group_values"][0]))
 
@@ -625,11 +629,11 @@ def count_by_status(namespace: Namespace, query: str) -> list[dict[str, Any]]:
 def count_executions(namespace: Namespace, query: str, *, group_by: str = "") -> dict[str, Any]:
     """Temporal's CountWorkflowExecutions: ``{"count", "groups"}``; groups by ``group_by`` or
     the query's own ``GROUP BY ExecutionStatus``."""
-    _, parsed = _counted(namespace, query)
+    qs, parsed = _counted(namespace, query)
     if group_by or parsed.group_by is not None:
-        groups = count_by_status(namespace, query)
+        groups = _status_groups(qs)
         return {"count": sum(g["count"] for g in groups), "groups": groups}
-    return {"count": count(namespace, query), "groups": []}
+    return {"count": qs.count(), "groups": []}
 
 
 def _counted(namespace: Namespace, query: str) -> tuple[QuerySet[WorkflowExecution], ParsedQuery]:
