@@ -63,8 +63,13 @@ def endpoint(
     parameters: list[Any] | None = None,
     operation_id: str | None = None,
 ) -> Callable[[Any], Any]:
-    """Declare one operation's request, success bodies and error bodies."""
-    responses: dict[int, Any] = {status: response for status in success}
+    """Declare one operation's request, success bodies and error bodies.
+
+    ``response`` is one body for every status in ``success``, or a {status: body} map.
+    """
+    responses: dict[int, Any] = (
+        dict(response) if isinstance(response, dict) else {status: response for status in success}
+    )
     responses.update(error_responses())
     return extend_schema(
         summary=summary,

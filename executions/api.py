@@ -74,6 +74,13 @@ class StartSerializer(serializers.Serializer[Any]):
     search_attributes = serializers.DictField(required=False, default=dict)
     retry_policy = serializers.DictField(required=False, default=None, allow_null=True)
     start_delay = serializers.FloatField(required=False, default=0, min_value=0)
+    cron_schedule = StrictCharField(
+        max_length=1000,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="classic cron: '* * * * *', '@hourly', '@every 30s', optional CRON_TZ= prefix",
+    )
     identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
     request_eager_execution = serializers.BooleanField(required=False, default=False)
 
@@ -371,3 +378,88 @@ class HistoryApi(NamespaceApi):
                 "new_run_id": str(execution.new_run_id) if execution.new_run_id else None,
             }
         )
+
+
+RESET_TYPES = ["FirstWorkflowTask", "LastWorkflowTask"]
+
+
+class _ResetPointSerializer(serializers.Serializer[Any]):
+    """The point: an explicit ``event_id`` or a ``reset_type``, exactly one of them."""
+
+    event_id = serializers.IntegerField(
+        required=False,
+        default=None,
+        min_value=2,
+        help_text="a WorkflowTaskCompleted (or Failed, TimedOut, Started) event id: Temporal's "
+        "workflow_task_finish_event_id",
+    )
+    reset_type = serializers.ChoiceField(RESET_TYPES, required=False, default="", allow_blank=True)
+    reapply_signals = serializers.BooleanField(required=False, default=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if (attrs["event_id"] is None) == (not attrs["reset_type"]):
+            raise serializers.ValidationError("give exactly one of event_id and reset_type")
+        return attrs
+
+    def point(self) -> kernel.ResetPoint:
+        data = self.validated_data
+        if data["event_id"] is not None:
+            return int(data["event_id"])
+        return "first" if data["reset_type"] == "FirstWorkflowTask" else "last"
+
+
+class ResetApi(NamespaceApi):
+    @extend_schema_serializer(component_name="ResetWorkflowRequest")
+    class InputSerializer(_ResetPointSerializer):
+        reason = StrictCharField(max_length=10_000)
+        request_id = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
+        identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
+        run_id = StrictCharField(max_length=100, required=False, default="", allow_blank=True)
+
+    @endpoint(
+        summary="Reset a workflow to a workflow task: a new run from a copy of the history up to it",
+        tag="client",
+        request=InputSerializer,
+        response=schemas.ResetResponseSerializer,
+    )
+    def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
+        ns = self.namespace(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        new_run_id = kernel.reset_workflow_execution(
+            ns,
+            workflow_id=workflow_id,
+            run_id=run_id or v["run_id"] or None,
+            point=data.point(),
+            reason=v["reason"],
+            reapply_signals=v["reapply_signals"],
+            request_id=v["request_id"],
+            identity=v["identity"],
+        )
+        return Response({"run_id": new_run_id})
+
+
+class ResetPreviewApi(NamespaceApi):
+    @extend_schema_serializer(component_name="ResetPreviewParams")
+    class ParamsSerializer(_ResetPointSerializer):
+        pass
+
+    @endpoint(
+        summary="What a reset to this point would keep, drop and re-apply (writes nothing)",
+        tag="client",
+        parameters=[ParamsSerializer],
+        response=schemas.ResetPreviewSerializer,
+    )
+    def get(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
+        ns = self.namespace(request, namespace)
+        params = self.ParamsSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        preview = kernel.preview_reset(
+            ns,
+            workflow_id=workflow_id,
+            run_id=run_id,
+            point=params.point(),
+            reapply_signals=params.validated_data["reapply_signals"],
+        )
+        return Response(preview)

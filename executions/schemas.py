@@ -42,6 +42,11 @@ class ExecutionSummarySerializer(serializers.Serializer[Any]):
     first_run_id = serializers.UUIDField()
     previous_run_id = serializers.UUIDField(allow_null=True)
     new_run_id = serializers.UUIDField(allow_null=True)
+    reset_base_run_id = serializers.UUIDField(
+        allow_null=True, help_text="a reset run: the run it was reset from"
+    )
+    reset_event_id = serializers.IntegerField(allow_null=True, help_text="a reset run: its reset point")
+    reset_run_id = serializers.UUIDField(allow_null=True, help_text="this run was reset to that run")
 
 
 class ExecutionPageSerializer(serializers.Serializer[Any]):
@@ -79,6 +84,14 @@ class PendingActivitySerializer(serializers.Serializer[Any]):
     last_worker_identity = serializers.CharField()
 
 
+class PendingChildSerializer(serializers.Serializer[Any]):
+    workflow_id = serializers.CharField()
+    workflow_type = serializers.CharField()
+    run_id = serializers.UUIDField(allow_null=True, help_text="null until the child has started")
+    initiated_event_id = serializers.IntegerField()
+    parent_close_policy = serializers.CharField()
+
+
 class PendingWorkflowTaskSerializer(serializers.Serializer[Any]):
     scheduled_event_id = serializers.IntegerField()
     started = serializers.BooleanField()
@@ -92,9 +105,14 @@ class ExecutionDescriptionSerializer(ExecutionSummarySerializer):
     execution_timeout = serializers.FloatField()
     run_timeout = serializers.FloatField()
     task_timeout = serializers.FloatField()
+    cron_schedule = serializers.CharField(help_text="empty unless the workflow runs on a cron schedule")
+    attempt = serializers.IntegerField()
     pending_activities = PendingActivitySerializer(many=True)
     pending_workflow_task = PendingWorkflowTaskSerializer(allow_null=True)
     sticky_task_queue = serializers.CharField()
+    parent_workflow_id = serializers.CharField(allow_null=True)
+    parent_run_id = serializers.UUIDField(allow_null=True)
+    pending_children = PendingChildSerializer(many=True)
 
 
 class HistoryPageSerializer(serializers.Serializer[Any]):
@@ -109,3 +127,92 @@ class HistoryPageSerializer(serializers.Serializer[Any]):
 
 class QueryAnswerSerializer(serializers.Serializer[Any]):
     answer = serializers.JSONField(allow_null=True)
+
+
+class ResetResponseSerializer(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField(help_text="the new run")
+
+
+class _ResetActivitySerializer(serializers.Serializer[Any]):
+    scheduled_event_id = serializers.IntegerField()
+    activity_id = serializers.CharField()
+    activity_type = serializers.CharField()
+
+
+class _CompletedActivitySerializer(_ResetActivitySerializer):
+    run_id = serializers.UUIDField()
+    event_id = serializers.IntegerField()
+
+
+class _SignalSerializer(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField()
+    signal_name = serializers.CharField()
+
+
+class _TimerSerializer(serializers.Serializer[Any]):
+    timer_id = serializers.CharField()
+    fire_at = serializers.DateTimeField()
+
+
+class _PendingActivityBriefSerializer(_ResetActivitySerializer):
+    attempt = serializers.IntegerField()
+
+
+class _PendingDroppedSerializer(serializers.Serializer[Any]):
+    activities = _PendingActivityBriefSerializer(many=True)
+    timers = _TimerSerializer(many=True)
+
+
+class ResetPreviewSerializer(serializers.Serializer[Any]):
+    base_run_id = serializers.UUIDField()
+    current_run_id = serializers.UUIDField()
+    terminates_current_run = serializers.BooleanField()
+    reset_event_id = serializers.IntegerField()
+    events_kept = serializers.IntegerField()
+    events_dropped = serializers.IntegerField()
+    events_dropped_by_type = serializers.DictField(child=serializers.IntegerField())
+    signals_to_reapply = _SignalSerializer(many=True)
+    activities_rescheduled = _ResetActivitySerializer(
+        many=True, help_text="pending at the point: scheduled again from now"
+    )
+    timers_restored = _TimerSerializer(many=True)
+    pending_dropped = _PendingDroppedSerializer(help_text="the current run's pending work, ended with it")
+    activities_completed_after_point = _CompletedActivitySerializer(
+        many=True, help_text="side effects already done; the new run may run them again"
+    )
+
+
+class BatchFailureSerializer(serializers.Serializer[Any]):
+    workflow_id = serializers.CharField()
+    run_id = serializers.UUIDField()
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class BatchJobSerializer(serializers.Serializer[Any]):
+    job_id = serializers.CharField()
+    operation = serializers.CharField()
+    query = serializers.CharField()
+    params = serializers.DictField()
+    reason = serializers.CharField()
+    created_by = serializers.CharField()
+    state = serializers.CharField(help_text="Running, Completed, Stopped or Failed")
+    stop_reason = serializers.CharField()
+    rps = serializers.FloatField()
+    total = serializers.IntegerField(help_text="runs the query matched when the job was created")
+    done = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    progress = serializers.FloatField(help_text="(done + failed) / total")
+    failures = BatchFailureSerializer(many=True, help_text="the first 100 failed runs")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class BatchJobListSerializer(serializers.Serializer[Any]):
+    jobs = BatchJobSerializer(many=True)
+
+
+class BatchDryRunSerializer(serializers.Serializer[Any]):
+    count = serializers.IntegerField(help_text="runs the query matches now")
+    executions = ExecutionSummarySerializer(many=True, help_text="the first 20, newest first")

@@ -8,7 +8,7 @@ from typing import Any
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from executions import visibility
 from history.kernel.responses import serialize_event
-from history.models import HistoryEvent, PendingActivity, WorkflowExecution
+from history.models import HistoryEvent, PendingActivity, PendingChildExecution, WorkflowExecution
 from namespaces.models import Namespace
 
 HISTORY_MAX_PAGE = 256
@@ -44,6 +44,9 @@ def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
         "first_run_id": str(ex.first_run_id),
         "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
         "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
+        "reset_base_run_id": str(ex.reset_base_run_id) if ex.reset_base_run_id else None,
+        "reset_event_id": ex.reset_event_id or None,
+        "reset_run_id": str(ex.reset_run_id) if ex.reset_run_id else None,
     }
 
 
@@ -70,6 +73,8 @@ def execution_describe(ex: WorkflowExecution) -> dict[str, Any]:
         "execution_timeout": ex.execution_timeout,
         "run_timeout": ex.run_timeout,
         "task_timeout": ex.task_timeout,
+        "cron_schedule": ex.cron_schedule,
+        "attempt": ex.attempt,
         "pending_activities": pending,
         "pending_workflow_task": {
             "scheduled_event_id": ex.wft_scheduled_event_id,
@@ -80,7 +85,23 @@ def execution_describe(ex: WorkflowExecution) -> dict[str, Any]:
         if ex.wft_scheduled_event_id
         else None,
         "sticky_task_queue": ex.sticky_task_queue,
+        "parent_workflow_id": ex.parent_workflow_id,
+        "parent_run_id": str(ex.parent_run_id) if ex.parent_run_id else None,
+        "pending_children": _pending_children(ex),
     }
+
+
+def _pending_children(ex: WorkflowExecution) -> list[dict[str, Any]]:
+    return [
+        {
+            "workflow_id": c.workflow_id,
+            "workflow_type": c.workflow_type,
+            "run_id": str(c.started_run_id) if c.started_run_id else None,
+            "initiated_event_id": c.initiated_event_id,
+            "parent_close_policy": c.parent_close_policy,
+        }
+        for c in PendingChildExecution.objects.filter(run=ex).order_by("initiated_event_id")
+    ]
 
 
 def history_page(

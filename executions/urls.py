@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from executions import api
+from executions import api, batch_api
 
 _w = "workflows/<str:workflow_id>"
 _r = _w + "/runs/<str:run_id>"
@@ -12,6 +12,9 @@ urlpatterns = [
     path("signal-with-start", api.SignalWithStartApi.as_view()),
     path("search-attributes", api.SearchAttributeListApi.as_view()),
     path("search-attributes/<str:name>", api.SearchAttributeDetailApi.as_view()),
+    path("batch-operations", batch_api.BatchListApi.as_view()),
+    path("batch-operations/<str:job_id>", batch_api.BatchDetailApi.as_view()),
+    path("batch-operations/<str:job_id>/stop", batch_api.BatchStopApi.as_view()),
 ]
 for prefix in (_w, _r):
     urlpatterns += [
@@ -21,4 +24,6 @@ for prefix in (_w, _r):
         path(prefix + "/cancel", api.CancelApi.as_view()),
         path(prefix + "/terminate", api.TerminateApi.as_view()),
         path(prefix + "/history", api.HistoryApi.as_view()),
+        path(prefix + "/reset", api.ResetApi.as_view()),
+        path(prefix + "/reset-preview", api.ResetPreviewApi.as_view()),
     ]

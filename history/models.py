@@ -43,6 +43,10 @@ class WorkflowExecution(models.Model):
     task_timeout = models.FloatField(default=10)
     execution_expiration_time = models.DateTimeField(null=True, blank=True)
     retry_policy = models.JSONField(null=True, blank=True)
+    # Classic cron: each run that completes, fails or times out starts the next at the next time.
+    cron_schedule = models.CharField(max_length=1000, default="", blank=True)
+    # The result of the chain's last completed cron run, handed to the next runs.
+    last_completion_result = models.JSONField(null=True, blank=True)
     attempt = models.IntegerField(default=1)
     memo = models.JSONField(default=dict)
     search_attributes = models.JSONField(default=dict)
@@ -55,6 +59,11 @@ class WorkflowExecution(models.Model):
     new_run_id = models.UUIDField(null=True, blank=True)
     parent_workflow_id = models.CharField(max_length=1000, null=True, blank=True)
     parent_run_id = models.UUIDField(null=True, blank=True)
+    # Reset links: a reset run names its base run and the event it was reset to;
+    # a base (and the run a reset terminated) names the run it was reset to.
+    reset_base_run_id = models.UUIDField(null=True, blank=True)
+    reset_event_id = models.BigIntegerField(default=0)
+    reset_run_id = models.UUIDField(null=True, blank=True)
     signal_count = models.IntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
     # Events with outside causes that arrived while a workflow task was in flight.
@@ -207,6 +216,12 @@ class TimerKind(models.TextChoices):
     WORKFLOW_EXECUTION_TIMEOUT = "workflow_execution_timeout"
     WORKFLOW_BACKOFF = "workflow_backoff"
     RETENTION = "retention"
+    # Transfer duties: due at once, they carry a change to another execution (DESIGN §5).
+    START_CHILD = "start_child"
+    CHILD_CLOSED = "child_closed"
+    PARENT_CLOSE_POLICY = "parent_close_policy"
+    SIGNAL_EXTERNAL = "signal_external"
+    CANCEL_EXTERNAL = "cancel_external"
 
 
 class TimerTask(models.Model):
@@ -227,6 +242,60 @@ class TimerTask(models.Model):
         indexes = [
             models.Index(fields=["shard_id", "fire_at"], name="timer_due"),
             models.Index(fields=["run", "kind"], name="timer_run"),
+        ]
+
+
+class ParentClosePolicy(models.TextChoices):
+    TERMINATE = "PARENT_CLOSE_POLICY_TERMINATE"
+    ABANDON = "PARENT_CLOSE_POLICY_ABANDON"
+    REQUEST_CANCEL = "PARENT_CLOSE_POLICY_REQUEST_CANCEL"
+
+
+class PendingChildExecution(models.Model):
+    """A child between StartChildWorkflowExecutionInitiated and its close event in the parent.
+
+    Kept after the parent closes until its parent close policy has been applied.
+    """
+
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="children")
+    shard_id = models.IntegerField()
+    initiated_event_id = models.BigIntegerField()
+    workflow_id = models.CharField(max_length=1000)
+    workflow_type = models.CharField(max_length=1000)
+    # The StartChildWorkflowExecutionInitiated attributes the child is started from.
+    request = models.JSONField(default=dict)
+    parent_close_policy = models.CharField(max_length=40, choices=ParentClosePolicy.choices)
+    started_run_id = models.UUIDField(null=True, blank=True)
+    started_event_id = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "initiated_event_id"], name="uniq_child_initiated"),
+        ]
+
+
+class ExternalRequestKind(models.TextChoices):
+    SIGNAL = "signal"
+    CANCEL = "cancel"
+
+
+class PendingExternalRequest(models.Model):
+    """A signal or cancel this run sent to another workflow, until its outcome is recorded."""
+
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="external_requests")
+    shard_id = models.IntegerField()
+    initiated_event_id = models.BigIntegerField()
+    kind = models.CharField(max_length=16, choices=ExternalRequestKind.choices)
+    workflow_id = models.CharField(max_length=1000)
+    target_run_id = models.CharField(max_length=64, default="")
+    child_workflow_only = models.BooleanField(default=False)
+    signal_name = models.CharField(max_length=1000, default="")
+    input = models.JSONField(default=list)
+    reason = models.TextField(default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "initiated_event_id"], name="uniq_external_initiated"),
         ]
 
 

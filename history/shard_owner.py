@@ -28,6 +28,7 @@ from django.utils import timezone
 from chronicle.conf import engine_settings
 from history.kernel import ShardFence, ShardFenceLost, fire_timers
 from history.kernel._mutation import TIMERS_CHANNEL
+from history.kernel.transfers import TRANSFER_KINDS, process_transfer
 from history.models import Shard, ShardOwnerProcess, TimerTask
 
 log = logging.getLogger("chronicle.shard_owner")
@@ -138,15 +139,18 @@ class ShardOwner:
         for shard_id in due_shards:
             fence = ShardFence(shard_id, self.owned[shard_id])
             while True:
-                rows = list(
+                due = list(
                     TimerTask.objects.filter(shard_id=shard_id, fire_at__lte=timezone.now())
                     .order_by("fire_at")
-                    .values_list("id", "run_id")[:FIRE_BATCH]
+                    .values_list("id", "run_id", "kind")[:FIRE_BATCH]
                 )
-                if not rows:
+                if not due:
                     break
+                rows = [(tid, run) for tid, run, kind in due if kind not in TRANSFER_KINDS]
                 try:
-                    self.fired_total += fire_timers(fence, [(tid, str(run)) for tid, run in rows])
+                    self.carry_transfers(fence, [tid for tid, _, kind in due if kind in TRANSFER_KINDS])
+                    if rows:
+                        self.fired_total += fire_timers(fence, [(tid, str(run)) for tid, run in rows])
                 except ShardFenceLost:
                     log.warning("shard %d fenced off: another owner took it", shard_id)
                     self.owned.pop(shard_id, None)
@@ -154,16 +158,27 @@ class ShardOwner:
                     break
                 except Exception:
                     log.exception("firing timers of shard %d failed; backing off those rows", shard_id)
-                    TimerTask.objects.filter(id__in=[tid for tid, _ in rows]).update(
+                    TimerTask.objects.filter(id__in=[tid for tid, _, _ in due]).update(
                         fire_at=timezone.now() + timedelta(seconds=5)
                     )
                     break
                 did = True
-                if len(rows) < FIRE_BATCH:
+                if len(due) < FIRE_BATCH:
                     break
         if due_shards:
             self.refresh_next_fire()
         return did
+
+    def carry_transfers(self, fence: ShardFence, timer_ids: list[int]) -> None:
+        """Carry transfer duties one by one; a failing one backs off alone."""
+        for timer_id in timer_ids:
+            try:
+                self.fired_total += process_transfer(fence, timer_id)
+            except ShardFenceLost:
+                raise
+            except Exception:
+                log.exception("transfer duty %d failed; retrying it shortly", timer_id)
+                TimerTask.objects.filter(id=timer_id).update(fire_at=timezone.now() + timedelta(seconds=1))
 
     def note_timer(self, payload: str) -> None:
         shard_text, _, stamp = payload.partition("|")

@@ -24,6 +24,11 @@ class Namespace(models.Model):
     history_count_warn = models.PositiveIntegerField(default=10_240)
     history_count_limit = models.PositiveIntegerField(default=51_200)
     history_size_limit_bytes = models.PositiveBigIntegerField(default=50 * 1024 * 1024)
+    # Past either, workflow tasks tell the workflow to continue as new (Temporal's 4K events / 4 MiB).
+    history_suggest_continue_as_new_events = models.PositiveIntegerField(default=4_096)
+    history_suggest_continue_as_new_bytes = models.PositiveBigIntegerField(default=4 * 1024 * 1024)
+    # Runs of one workflow id start at least this many seconds apart (continue-as-new, terminate-existing).
+    workflow_id_reuse_minimal_interval = models.FloatField(default=1.0)
     payload_warn_bytes = models.PositiveIntegerField(default=512 * 1024)
     payload_limit_bytes = models.PositiveIntegerField(default=2 * 1024 * 1024)
     max_pending_activities = models.PositiveIntegerField(default=2_000)

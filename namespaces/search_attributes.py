@@ -150,6 +150,6 @@ def normalize_search_attributes(namespace: Namespace, attributes: Any) -> dict[s
 
 
 def merge_search_attributes(current: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
-    """Apply canonical ``updates`` to a run's attributes: ``None`` removes a key."""
+    """Apply ``updates`` to a run's attributes: ``None`` (or an empty list) removes a key."""
     merged = {**current, **updates}
-    return {name: value for name, value in merged.items() if value is not None}
+    return {name: value for name, value in merged.items() if value is not None and value != []}

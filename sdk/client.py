@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from urllib.parse import quote
 
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._runtime.definition import workflow_name
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
@@ -42,23 +42,6 @@ def default_identity() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
 
 
-def workflow_name(workflow: str | Callable[..., Any]) -> str:
-    """A run method's workflow name (what ``@workflow.defn`` recorded) or a string as is."""
-    if isinstance(workflow, str):
-        return workflow
-    owner = getattr(workflow, "__chronicle_workflow_name__", None)
-    if isinstance(owner, str):
-        return owner
-    qualname = getattr(workflow, "__qualname__", "")
-    cls_name = qualname.split(".")[0] if "." in qualname else qualname
-    module = sys.modules.get(workflow.__module__)
-    cls = getattr(module, cls_name, None)
-    name = getattr(cls, "__chronicle_workflow_name__", None) or getattr(
-        getattr(cls, "__chronicle_workflow_definition__", None), "name", None
-    )
-    return str(name or cls_name)
-
-
 @dataclass(frozen=True)
 class WorkflowExecutionDescription:
     """What ``describe()`` returns: the execution's status, identity, times and metadata."""
@@ -75,6 +58,8 @@ class WorkflowExecutionDescription:
     memo: dict[str, Any]
     search_attributes: dict[str, Any]
     raw: dict[str, Any]
+    parent_id: str | None = None
+    parent_run_id: str | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> WorkflowExecutionDescription:
@@ -91,6 +76,8 @@ class WorkflowExecutionDescription:
             memo=dict(data.get("memo") or {}),
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
+            parent_id=data.get("parent_workflow_id"),
+            parent_run_id=data.get("parent_run_id"),
         )
 
 
@@ -150,6 +137,7 @@ class Client:
         request_id: str | None,
         retry_policy: RetryPolicy | None,
         start_delay: timedelta | None,
+        cron_schedule: str,
     ) -> dict[str, Any]:
         values = list(args) if args else ([] if arg is _NO_ARG else [arg])
         body: dict[str, Any] = {
@@ -174,6 +162,8 @@ class Client:
                 body[key] = value.total_seconds()
         if retry_policy is not None:
             body["retry_policy"] = retry_policy.to_wire()
+        if cron_schedule:
+            body["cron_schedule"] = cron_schedule
         return body
 
     async def start_workflow(
@@ -195,6 +185,7 @@ class Client:
         request_id: str | None = None,
         retry_policy: RetryPolicy | None = None,
         start_delay: timedelta | None = None,
+        cron_schedule: str = "",
         start_signal: str | None = None,
         start_signal_args: Sequence[Any] = (),
     ) -> WorkflowHandle:
@@ -215,6 +206,7 @@ class Client:
             request_id=request_id,
             retry_policy=retry_policy,
             start_delay=start_delay,
+            cron_schedule=cron_schedule,
         )
         path = "/workflows"
         if start_signal is not None:
@@ -421,6 +413,36 @@ class WorkflowHandle:
         if details:
             body["details"] = self.client.data_converter.to_payloads(list(details))
         await self.client.transport.post(self._path("/terminate"), body)
+
+    async def reset(
+        self,
+        event_id: int | None = None,
+        *,
+        reset_type: str | None = None,
+        reason: str,
+        reapply_signals: bool = True,
+    ) -> str:
+        """Reset to a workflow task and return the new run's id.
+
+        Give ``event_id`` (a ``WorkflowTaskCompleted`` event of this run) or ``reset_type``
+        ``"FirstWorkflowTask"`` / ``"LastWorkflowTask"``. The open run, if any, is
+        terminated with ``reason``; signals that came after the point are sent again
+        unless ``reapply_signals`` is false. Safe to retry: one request id per call.
+        """
+        if (event_id is None) == (reset_type is None):
+            raise ValueError("give exactly one of event_id and reset_type")
+        body: dict[str, Any] = {
+            "reason": reason,
+            "reapply_signals": reapply_signals,
+            "request_id": str(uuid.uuid4()),
+            "identity": self.client.identity,
+        }
+        if event_id is not None:
+            body["event_id"] = event_id
+        else:
+            body["reset_type"] = reset_type
+        answer = await self.client.transport.post(self._path("/reset"), body) or {}
+        return str(answer["run_id"])
 
     async def describe(self) -> WorkflowExecutionDescription:
         data = await self.client.transport.get(self._path()) or {}

@@ -27,6 +27,11 @@ class FailureError(ChronicleError):
         """The wire failure this error was decoded from, when it came from the server."""
         return self._failure
 
+    @property
+    def cause(self) -> BaseException | None:
+        """The error beneath this one (an activity's or child's own failure), as Temporal names it."""
+        return self.__cause__
+
 
 class ApplicationError(FailureError):
     """A user-raised failure: ``type`` drives retry decisions, ``details`` travel as payloads."""

@@ -13,8 +13,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
+from sdk._failure import failure_to_exception
+from sdk._runtime.children import ChildState, ChildWorkflowCancellationType
 from sdk._runtime.definition import (
     DEFINITION_ATTR,
     INIT_ATTR,
@@ -22,15 +24,25 @@ from sdk._runtime.definition import (
     RUN_ATTR,
     SIGNAL_ATTR,
     WorkflowDefinition,
+    workflow_name,
 )
 from sdk._runtime.instance import ActivityState, ContinueAsNewRequest, WorkflowInstance
-from sdk.common import RetryPolicy, to_seconds
+from sdk.common import RetryPolicy, WorkflowIDReusePolicy, to_seconds
 from sdk.converter import return_hint
 from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 _current: list[WorkflowInstance] = []
+
+
+@dataclass(frozen=True)
+class ParentInfo:
+    """The workflow that started this one as its child."""
+
+    namespace: str
+    run_id: str
+    workflow_id: str
 
 
 @dataclass(frozen=True)
@@ -52,10 +64,24 @@ class Info:
     retry_policy: RetryPolicy | None = None
     memo: dict[str, Any] = field(default_factory=dict)
     search_attributes: dict[str, Any] = field(default_factory=dict)
+    cron_schedule: str = ""
+    # As of the current workflow task (its WorkflowTaskStarted event).
     history_length: int = 0
+    history_size: int = 0
+    continue_as_new_suggested: bool = False
+    parent: ParentInfo | None = None
+
+    def get_current_history_length(self) -> int:
+        """Events in the history so far, as of the current workflow task."""
+        return _live(self).history_length
+
+    def get_current_history_size(self) -> int:
+        """The history's size in bytes, as of the current workflow task."""
+        return _live(self).history_size
 
     def is_continue_as_new_suggested(self) -> bool:
-        return self.history_length > 10_000
+        """True once the server says the history passed the namespace's suggestion threshold."""
+        return _live(self).continue_as_new_suggested
 
 
 class ActivityCancellationType(IntEnum):
@@ -71,6 +97,13 @@ def _bound(instance: WorkflowInstance) -> Iterator[None]:
         yield
     finally:
         _current.pop()
+
+
+def _live(info: Info) -> Info:
+    """The running instance's current Info when ``info`` is a copy of it taken earlier."""
+    if _current and _current[-1].info.run_id == info.run_id:
+        return _current[-1].info
+    return info
 
 
 def _instance() -> WorkflowInstance:
@@ -291,26 +324,60 @@ def memo() -> dict[str, Any]:
     return dict(_instance().info.memo)
 
 
+def has_last_completion_result() -> bool:
+    """True in a cron run (or its retry) after an earlier run of the chain completed with a result."""
+    return _instance().last_completion_result is not None
+
+
+def get_last_completion_result(type_hint: Any = None) -> Any:
+    """The result of the chain's last completed cron run, or None."""
+    instance = _instance()
+    return instance.converter.from_result(instance.last_completion_result, type_hint)
+
+
+def get_last_failure() -> BaseException | None:
+    """The failure of the run before this one (a retried or failed cron run), or None."""
+    instance = _instance()
+    failure = instance.continued_failure
+    return failure_to_exception(failure, instance.converter) if failure else None
+
+
 def continue_as_new(
     arg: Any = None,
     *,
     args: Sequence[Any] = (),
+    workflow: Any = None,
     task_queue: str | None = None,
     run_timeout: timedelta | None = None,
-    workflow: Any = None,
-) -> Any:
-    """Close this run and start a fresh one with new arguments (raises; never returns)."""
+    task_timeout: timedelta | None = None,
+    backoff_start_interval: timedelta | None = None,
+    retry_policy: RetryPolicy | None = None,
+    memo: dict[str, Any] | None = None,
+    search_attributes: dict[str, Any] | None = None,
+) -> NoReturn:
+    """Close this run and start a fresh one with new arguments (raises; never returns).
+
+    Unset options keep the current run's: workflow type, task queue and timeouts on
+    the server; memo, search attributes (with upserts) and retry policy here, as
+    Temporal's SDKs do.
+    """
     instance = _instance()
+    info = instance.info
+    converter = instance.converter
     values = list(args) if args else ([] if arg is None else [arg])
-    workflow_type = workflow if isinstance(workflow, str) else instance.info.workflow_type
-    raise ContinueAsNewRequest(
-        {
-            "workflow_type": {"name": workflow_type},
-            "task_queue": {"name": task_queue or instance.info.task_queue},
-            "input": instance.converter.to_payloads(values),
-            "workflow_run_timeout": to_seconds(run_timeout),
-        }
-    )
+    policy = retry_policy or info.retry_policy
+    attributes: dict[str, Any] = {
+        "workflow_type": {"name": workflow_name(workflow) if workflow else info.workflow_type},
+        "task_queue": {"name": task_queue or info.task_queue},
+        "input": converter.to_payloads(values),
+        "workflow_run_timeout": to_seconds(run_timeout),
+        "workflow_task_timeout": to_seconds(task_timeout),
+        "backoff_start_interval": to_seconds(backoff_start_interval),
+        "memo": dict(info.memo) if memo is None else {k: converter.to_payload(v) for k, v in memo.items()},
+        "search_attributes": dict(info.search_attributes if search_attributes is None else search_attributes),
+        "retry_policy": policy.to_wire() if policy else None,
+    }
+    raise ContinueAsNewRequest(attributes)
 
 
 class _ReplaySilentFilter(logging.Filter):
@@ -320,3 +387,159 @@ class _ReplaySilentFilter(logging.Filter):
 
 logger = logging.getLogger("sdk.workflow")
 logger.addFilter(_ReplaySilentFilter())
+
+
+# -- child workflows and other workflows ---------------------------------------------------------
+
+
+class ParentClosePolicy(IntEnum):
+    """What happens to a child when its parent closes (Temporal's names; TERMINATE by default)."""
+
+    UNSPECIFIED = 0
+    TERMINATE = 1
+    ABANDON = 2
+    REQUEST_CANCEL = 3
+
+
+def _signal_name(signal: Any) -> str:
+    return signal if isinstance(signal, str) else str(getattr(signal, SIGNAL_ATTR, None) or signal.__name__)
+
+
+_WAIT_COMPLETED = ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED
+
+
+class ChildWorkflowHandle(asyncio.Task[Any]):
+    """A started child: await it for its result; cancel it to cancel the child."""
+
+    def __init__(
+        self,
+        instance: WorkflowInstance,
+        state: ChildState,
+        cancellation_type: ChildWorkflowCancellationType,
+    ) -> None:
+        super().__init__(_await_child(state, cancellation_type), loop=instance.loop)
+        self._instance = instance
+        self._child = state
+        self._cancellation_type = cancellation_type
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Ask the server to cancel the child; with WAIT_CANCELLATION_COMPLETED keep awaiting its close."""
+        if self.done():
+            return False
+        self._instance.cancel_child(self._child, self._cancellation_type)
+        if self._cancellation_type == ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED:
+            return True
+        return super().cancel(msg)
+
+    @property
+    def id(self) -> str:
+        return self._child.workflow_id
+
+    @property
+    def first_execution_run_id(self) -> str:
+        return self._child.run_id
+
+    async def signal(self, signal: Any, arg: Any = None, *, args: Sequence[Any] = ()) -> None:
+        """Signal the child (SignalExternalWorkflowExecution, child only)."""
+        values = list(args) if args else ([] if arg is None else [arg])
+        await _instance().signal_external(
+            self.id, self._child.run_id, _signal_name(signal), values, child_workflow_only=True
+        )
+
+
+async def start_child_workflow(
+    workflow: Any,
+    arg: Any = None,
+    *,
+    args: Sequence[Any] = (),
+    id: str | None = None,
+    task_queue: str | None = None,
+    result_type: Any = None,
+    cancellation_type: ChildWorkflowCancellationType = _WAIT_COMPLETED,
+    parent_close_policy: ParentClosePolicy = ParentClosePolicy.TERMINATE,
+    execution_timeout: timedelta | None = None,
+    run_timeout: timedelta | None = None,
+    task_timeout: timedelta | None = None,
+    id_reuse_policy: WorkflowIDReusePolicy = WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+    retry_policy: RetryPolicy | None = None,
+    memo: dict[str, Any] | None = None,
+    search_attributes: dict[str, Any] | None = None,
+) -> ChildWorkflowHandle:
+    """Start a child workflow; returns once the server has started it.
+
+    Raises WorkflowAlreadyStartedError when the id is in use.
+    """
+    instance = _instance()
+    policy = (
+        parent_close_policy
+        if parent_close_policy != ParentClosePolicy.UNSPECIFIED
+        else ParentClosePolicy.TERMINATE
+    )
+    options: dict[str, Any] = {
+        "workflow_id": id or str(uuid4()),
+        "task_queue": task_queue,
+        "workflow_execution_timeout": to_seconds(execution_timeout),
+        "workflow_run_timeout": to_seconds(run_timeout),
+        "workflow_task_timeout": to_seconds(task_timeout),
+        "parent_close_policy": f"PARENT_CLOSE_POLICY_{policy.name}",
+        "workflow_id_reuse_policy": f"WORKFLOW_ID_REUSE_POLICY_{id_reuse_policy.value}",
+        "retry_policy": retry_policy.to_wire() if retry_policy else None,
+        "memo": memo or {},
+        "search_attributes": search_attributes or {},
+    }
+    hint = result_type if result_type is not None or isinstance(workflow, str) else _run_hint(workflow)
+    values = list(args) if args else ([] if arg is None else [arg])
+    state = instance.start_child(workflow_name(workflow), values, options, hint)
+    try:
+        await state.started
+    except asyncio.CancelledError:
+        instance.cancel_child(state, cancellation_type)
+        raise
+    return ChildWorkflowHandle(instance, state, cancellation_type)
+
+
+def _run_hint(workflow: Any) -> Any:
+    """The result type of a run method, or of a workflow class's run method."""
+    if isinstance(workflow, type):
+        definition = getattr(workflow, DEFINITION_ATTR, None)
+        return return_hint(definition.run_fn) if definition is not None else None
+    return return_hint(workflow)
+
+
+async def _await_child(state: ChildState, cancellation_type: ChildWorkflowCancellationType) -> Any:
+    """The handle's body; ``ChildWorkflowHandle.cancel`` has already asked for the child's cancel."""
+    try:
+        return await state.result
+    except asyncio.CancelledError:
+        if (
+            cancellation_type == ChildWorkflowCancellationType.WAIT_CANCELLATION_REQUESTED
+            and state.cancel_requested
+        ):
+            await state.cancel_requested
+        raise
+
+
+async def execute_child_workflow(workflow: Any, arg: Any = None, **options: Any) -> Any:
+    """Start a child workflow and wait for its result (raises ChildWorkflowError on failure)."""
+    handle = await start_child_workflow(workflow, arg, **options)
+    return await handle
+
+
+@dataclass(frozen=True)
+class ExternalWorkflowHandle:
+    """Another workflow this one can signal or cancel (it need not be a child)."""
+
+    id: str
+    run_id: str | None = None
+
+    async def signal(self, signal: Any, arg: Any = None, *, args: Sequence[Any] = ()) -> None:
+        values = list(args) if args else ([] if arg is None else [arg])
+        await _instance().signal_external(self.id, self.run_id, _signal_name(signal), values)
+
+    async def cancel(self, *, reason: str = "") -> None:
+        await _instance().request_cancel_external(self.id, self.run_id, reason=reason)
+
+
+def get_external_workflow_handle(workflow_id: str, *, run_id: str | None = None) -> ExternalWorkflowHandle:
+    _instance()  # only from workflow code
+    return ExternalWorkflowHandle(workflow_id, run_id)

@@ -83,6 +83,15 @@ class Stack:
         self.processes.append(proc)
         return proc
 
+    def start_batch_runner(self, name: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "run_batch_jobs", "--owner", name, "--lease-seconds", "3"],
+            cwd=ROOT,
+            env=self.env,
+        )
+        self.processes.append(proc)
+        return proc
+
 
 @pytest.fixture(scope="session")
 def stack(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Stack]:
@@ -116,6 +125,7 @@ def stack(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Stack]:
     )
     s = Stack(url=f"http://127.0.0.1:{port}", env=env, processes=[frontend])
     s.start_shard_owner("test-owner-1")
+    s.start_batch_runner("test-batch-runner-1")
 
     def up() -> bool:
         try:

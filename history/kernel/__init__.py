@@ -27,6 +27,7 @@ from history.kernel.executions import (
     terminate_workflow_execution,
 )
 from history.kernel.queries import respond_query_task_completed
+from history.kernel.reset import ResetPoint, preview_reset, reset_workflow_execution
 from history.kernel.responses import WorkflowTaskResponse
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
 from history.kernel.workflow_tasks import (
@@ -38,6 +39,7 @@ from history.kernel.workflow_tasks import (
 
 __all__ = [
     "CompletionResult",
+    "ResetPoint",
     "ShardFence",
     "ShardFenceLost",
     "StartRequest",
@@ -45,10 +47,12 @@ __all__ = [
     "WorkflowTaskResponse",
     "create_query",
     "fire_timers",
+    "preview_reset",
     "record_activity_task_heartbeat",
     "record_activity_task_started_txn",
     "record_workflow_task_started_txn",
     "request_cancel_workflow_execution",
+    "reset_workflow_execution",
     "respond_activity_task_canceled",
     "respond_activity_task_completed",
     "respond_activity_task_failed",

@@ -24,6 +24,7 @@ from history.models import (
     ExecutionStatus,
     HistoryEvent,
     PendingActivity,
+    PendingChildExecution,
     Task,
     TaskKind,
     TimerKind,
@@ -38,6 +39,11 @@ TASKS_CHANNEL = "chronicle_tasks_v1"
 HISTORY_CHANNEL = "chronicle_history_v1"
 TIMERS_CHANNEL = "chronicle_timers_v1"
 PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
+
+# Timer rows a run's close keeps: its retention, and the duties that follow a child's start or close.
+SURVIVE_CLOSE = frozenset(
+    {TimerKind.RETENTION, TimerKind.START_CHILD, TimerKind.CHILD_CLOSED, TimerKind.PARENT_CLOSE_POLICY}
+)
 
 CLOSE_EVENTS = frozenset(
     {
@@ -76,6 +82,24 @@ def check_payload(namespace: Namespace, value: Any, what: str) -> None:
 def notify(channel: str, payload: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
+
+
+def continue_as_new_suggestion(ex: WorkflowExecution, namespace: Namespace) -> dict[str, Any]:
+    """What a WorkflowTaskStarted tells the workflow about its history's growth.
+
+    ``suggest_continue_as_new`` turns true once the history, counting the Started event
+    itself, reaches the namespace's event or size threshold (Temporal's 4,096 / 4 MiB).
+    """
+    reasons = []
+    if ex.next_event_id >= namespace.history_suggest_continue_as_new_events:
+        reasons.append("SUGGEST_CONTINUE_AS_NEW_REASON_TOO_MANY_HISTORY_EVENTS")
+    if ex.history_size_bytes >= namespace.history_suggest_continue_as_new_bytes:
+        reasons.append("SUGGEST_CONTINUE_AS_NEW_REASON_HISTORY_SIZE_TOO_LARGE")
+    return {
+        "history_size_bytes": ex.history_size_bytes,
+        "suggest_continue_as_new": bool(reasons),
+        "suggest_continue_as_new_reasons": reasons,
+    }
 
 
 def task_wakeup_key(namespace_id: uuid.UUID | str, kind: str, task_queue: str) -> str:
@@ -127,18 +151,22 @@ class ExecutionMutation:
 
     def add_outside_event(
         self, event_type: str, attributes: dict[str, Any], *, schedule_task: bool = True
-    ) -> None:
-        """An event with an outside cause: buffered while a workflow task runs."""
+    ) -> int:
+        """An event with an outside cause: buffered while a workflow task runs.
+
+        Return its event id, or 0 when buffered (the id is given at the flush).
+        """
         if self.workflow_task_in_flight:
             self.execution.buffered_events = [
                 *self.execution.buffered_events,
                 {"event_type": event_type, "attributes": attributes},
             ]
-            return
+            return 0
         self._demote_transient_task()
-        self.append(event_type, _resolve_previous(attributes, self.execution.next_event_id - 1))
+        event_id = self.append(event_type, _resolve_previous(attributes, self.execution.next_event_id - 1))
         if schedule_task:
             self.schedule_workflow_task()
+        return event_id
 
     def flush_buffer(self) -> bool:
         """Append the buffered events; return whether there were any."""
@@ -148,7 +176,12 @@ class ExecutionMutation:
         self.execution.buffered_events = []
         for item in buffered:
             attrs = _resolve_previous(item["attributes"], self.execution.next_event_id - 1)
-            self.append(item["event_type"], attrs)
+            event_id = self.append(item["event_type"], attrs)
+            if item["event_type"] == "ChildWorkflowExecutionStarted":
+                # The child's close event refers back to this id, known only now.
+                PendingChildExecution.objects.filter(
+                    run=self.execution, initiated_event_id=attrs["initiated_event_id"]
+                ).update(started_event_id=event_id)
         return True
 
     def drop_buffered(self, predicate: Any) -> bool:
@@ -225,8 +258,7 @@ class ExecutionMutation:
                     "scheduled_event_id": ex.wft_scheduled_event_id,
                     "identity": identity,
                     "request_id": request_id,
-                    "history_size_bytes": ex.history_size_bytes,
-                    "suggest_continue_as_new": ex.next_event_id >= 4096,
+                    **continue_as_new_suggestion(ex, self.namespace),
                 },
             )
         else:
@@ -295,7 +327,7 @@ class ExecutionMutation:
     def _drop_pending_work(self) -> None:
         ex = self.execution
         PendingActivity.objects.filter(run=ex).delete()
-        TimerTask.objects.filter(run=ex).exclude(kind=TimerKind.RETENTION).delete()
+        TimerTask.objects.filter(run=ex).exclude(kind__in=SURVIVE_CLOSE).delete()
         with connection.cursor() as cursor:
             # SKIP LOCKED: a row a poller holds is stale anyway and is dropped on claim.
             cursor.execute(
@@ -345,6 +377,9 @@ class ExecutionMutation:
         self.enforce_history_limits()
         if self.closed_now:
             self._drop_pending_work()
+            from history.kernel.children import schedule_close_duties  # builds on this module
+
+            schedule_close_duties(self)
         return True
 
 

@@ -59,28 +59,40 @@ def schedule_activity_txn(
             "workflow_task_completed_event_id": completed_event_id,
         },
     )
-    activity = PendingActivity.objects.create(
-        run=m.execution,
-        shard_id=m.execution.shard_id,
-        scheduled_event_id=scheduled,
+    return _create_pending(
+        m,
+        scheduled,
+        dispatch=dispatch,
         activity_id=activity_id,
         activity_type=activity_type,
         task_queue=task_queue,
         input=input,
         header=header,
+        retry_policy=retry_policy,
         schedule_to_close_timeout=t.schedule_to_close,
         schedule_to_start_timeout=t.schedule_to_start,
         start_to_close_timeout=t.start_to_close,
         heartbeat_timeout=t.heartbeat,
-        retry_policy=retry_policy,
+    )
+
+
+def _create_pending(
+    m: ExecutionMutation, scheduled: int, *, dispatch: bool, **fields: Any
+) -> PendingActivity:
+    """The pending row of a scheduled activity, its schedule-to-close timer and first dispatch."""
+    activity = PendingActivity.objects.create(
+        run=m.execution,
+        shard_id=m.execution.shard_id,
+        scheduled_event_id=scheduled,
         state=ActivityState.SCHEDULED,
         first_scheduled_time=m.now,
         scheduled_time=m.now,
+        **fields,
     )
-    if t.schedule_to_close > 0:
+    if activity.schedule_to_close_timeout > 0:
         m.add_timer(
             TimerKind.ACTIVITY_TIMEOUT,
-            m.now + timedelta(seconds=t.schedule_to_close),
+            m.now + timedelta(seconds=activity.schedule_to_close_timeout),
             scheduled_event_id=scheduled,
             attempt=0,
             timeout_type="SCHEDULE_TO_CLOSE",
@@ -88,6 +100,29 @@ def schedule_activity_txn(
     if dispatch:
         _dispatch_attempt(m, activity)
     return activity
+
+
+def restore_activity_txn(m: ExecutionMutation, scheduled_event_id: int, attrs: dict[str, Any]) -> None:
+    """Reset: an activity pending at the reset point is scheduled again from now, attempt 1.
+
+    ``attrs`` are its recorded ``ActivityTaskScheduled`` attributes, whose timeouts
+    were already normalised when the event was written.
+    """
+    _create_pending(
+        m,
+        scheduled_event_id,
+        dispatch=True,
+        activity_id=attrs["activity_id"],
+        activity_type=(attrs.get("activity_type") or {}).get("name", ""),
+        task_queue=(attrs.get("task_queue") or {}).get("name", m.execution.task_queue),
+        input=attrs.get("input") or [],
+        header=attrs.get("header") or {},
+        retry_policy=attrs.get("retry_policy") or {},
+        schedule_to_close_timeout=float(attrs.get("schedule_to_close_timeout") or 0),
+        schedule_to_start_timeout=float(attrs.get("schedule_to_start_timeout") or 0),
+        start_to_close_timeout=float(attrs.get("start_to_close_timeout") or 0),
+        heartbeat_timeout=float(attrs.get("heartbeat_timeout") or 0),
+    )
 
 
 def _dispatch_attempt(m: ExecutionMutation, activity: PendingActivity) -> None:

@@ -7,13 +7,18 @@ from datetime import timedelta
 from typing import Any
 
 from chronicle.errors import invalid
+from history.cron import CronError, validate_cron
+from history.kernel import children
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import (
     cancel_activity_txn,
     schedule_activity_txn,
     start_activity_txn,
 )
-from history.kernel.executions import continue_as_new_txn, fail_workflow_txn
+from history.kernel.command_checks import CommandRejected
+from history.kernel.command_checks import require_name as _name
+from history.kernel.command_checks import require_seconds as _seconds
+from history.kernel.executions import complete_workflow_txn, continue_as_new_txn, fail_workflow_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
 from namespaces.search_attributes import (
@@ -22,16 +27,9 @@ from namespaces.search_attributes import (
     normalize_search_attributes,
 )
 
+_CAN_CAUSE = "BAD_CONTINUE_AS_NEW_ATTRIBUTES"
+
 MAX_COMMANDS = 1000
-
-
-class CommandRejected(Exception):
-    """A command failed validation: the whole workflow task fails with ``cause``."""
-
-    def __init__(self, cause: str, message: str) -> None:
-        super().__init__(message)
-        self.cause = f"WORKFLOW_TASK_FAILED_CAUSE_{cause}"
-        self.message = message
 
 
 def validate_command_list(commands: Any) -> None:
@@ -62,20 +60,6 @@ def apply_commands(
         if result is not None:
             eager.append(result)
     return eager
-
-
-def _seconds(attrs: dict[str, Any], name: str, cause: str) -> float:
-    value = attrs.get(name) or 0
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise CommandRejected(cause, f"{name} must be a non-negative number of seconds")
-    return float(value)
-
-
-def _name(attrs: dict[str, Any], name: str, cause: str) -> str:
-    value = attrs.get(name)
-    if not isinstance(value, str) or not value or len(value) > 1000:
-        raise CommandRejected(cause, f"{name} must be a string of 1 to 1000 characters")
-    return value
 
 
 def _schedule_activity(
@@ -211,12 +195,7 @@ def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int,
 
 
 def _complete(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
-    m.execution.result = a.get("result")
-    m.close(
-        ExecutionStatus.COMPLETED,
-        "WorkflowExecutionCompleted",
-        {"result": a.get("result"), "workflow_task_completed_event_id": wtc},
-    )
+    complete_workflow_txn(m, a.get("result"), completed_event_id=wtc)
 
 
 def _fail(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
@@ -234,8 +213,44 @@ def _cancel(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) ->
     )
 
 
+def _start_child(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    children.start_child_workflow(m, a, wtc)
+
+
+def _signal_external(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    children.signal_external_workflow(m, a, wtc)
+
+
+def _cancel_external(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    children.cancel_external_workflow(m, a, wtc)
+
+
 def _continue_as_new(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    _check_continue_as_new(a)
     continue_as_new_txn(m, a, completed_event_id=wtc)
+
+
+def _check_continue_as_new(a: dict[str, Any]) -> None:
+    """Refuse attributes of the wrong shape before any run is created."""
+    for name in ("workflow_type", "task_queue"):
+        value = a.get(name)
+        if value is not None and not (isinstance(value, dict) and isinstance(value.get("name", ""), str)):
+            raise CommandRejected(_CAN_CAUSE, f"{name} must be an object with a string name")
+    for name, kind in (("input", list), ("memo", dict), ("search_attributes", dict), ("header", dict)):
+        if a.get(name) is not None and not isinstance(a[name], kind):
+            raise CommandRejected(_CAN_CAUSE, f"{name} must be a{'n object' if kind is dict else ' list'}")
+    for name in ("workflow_run_timeout", "workflow_task_timeout", "backoff_start_interval"):
+        _seconds(a, name, _CAN_CAUSE)
+    if a.get("retry_policy") is not None:
+        try:
+            normalize_retry_policy(a["retry_policy"])
+        except (ValueError, TypeError) as exc:
+            raise CommandRejected(_CAN_CAUSE, f"retry_policy: {exc}") from None
+    if a.get("cron_schedule"):
+        try:
+            validate_cron(str(a["cron_schedule"]))
+        except CronError as exc:
+            raise CommandRejected(_CAN_CAUSE, f"cron_schedule: {exc}") from None
 
 
 Handler = Callable[[ExecutionMutation, dict[str, Any], int, str], dict[str, Any] | None]
@@ -250,6 +265,9 @@ HANDLERS: dict[str, Handler] = {
     "FailWorkflowExecution": _fail,
     "CancelWorkflowExecution": _cancel,
     "ContinueAsNewWorkflowExecution": _continue_as_new,
+    "StartChildWorkflowExecution": _start_child,
+    "SignalExternalWorkflowExecution": _signal_external,
+    "RequestCancelExternalWorkflowExecution": _cancel_external,
 }
 CLOSE_COMMANDS = frozenset(
     {

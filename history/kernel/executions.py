@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
+from history.cron import CronError, cron_backoff_seconds, validate_cron
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, check_payload, lock_execution, shard_for
 from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
@@ -18,6 +19,7 @@ from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy
 from history.models import (
     ExecutionStatus,
+    PendingChildExecution,
     SignalRequest,
     TimerKind,
     WorkflowExecution,
@@ -47,6 +49,16 @@ MAX_WORKFLOW_TASK_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
+class ParentLink:
+    """The parent of a child run: where its close is reported (the parent's Initiated event)."""
+
+    namespace: str
+    workflow_id: str
+    run_id: str
+    initiated_event_id: int
+
+
+@dataclass(frozen=True)
 class StartRequest:
     workflow_id: str
     workflow_type: str
@@ -62,9 +74,11 @@ class StartRequest:
     search_attributes: dict[str, Any] = field(default_factory=dict)
     retry_policy: dict[str, Any] | None = None
     start_delay: float = 0.0
+    cron_schedule: str = ""
     identity: str = ""
     # Eager start: hand the first workflow task to the caller (a worker) in the reply.
     request_eager_execution: bool = False
+    parent: ParentLink | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +145,7 @@ def _create_run(
         ),
         execution_expiration_time=expiration,
         retry_policy=req.retry_policy,
+        cron_schedule=req.cron_schedule,
         attempt=attempt,
         memo=req.memo,
         search_attributes=req.search_attributes,
@@ -139,6 +154,10 @@ def _create_run(
         first_run_id=first_run_id or run_id,
         previous_run_id=previous.run_id if previous else None,
     )
+    parent = req.parent or _inherited_parent(previous)
+    if parent is not None:
+        execution.parent_workflow_id = parent.workflow_id
+        execution.parent_run_id = uuid.UUID(parent.run_id)
     mutation = ExecutionMutation(execution, namespace)
     mutation.now = now
     mutation.append(
@@ -153,6 +172,7 @@ def _create_run(
             "identity": req.identity,
             "attempt": attempt,
             "retry_policy": req.retry_policy,
+            "cron_schedule": req.cron_schedule,
             "memo": req.memo,
             "search_attributes": req.search_attributes,
             "first_workflow_task_backoff": req.start_delay,
@@ -161,6 +181,7 @@ def _create_run(
             "original_execution_run_id": str(run_id),
             "continued_execution_run_id": str(previous.run_id) if previous else None,
             "request_id": execution.create_request_id,
+            **_parent_attributes(parent),
             **(extra_start_attrs or {}),
         },
     )
@@ -181,15 +202,49 @@ def _create_run(
         mutation.add_timer(TimerKind.WORKFLOW_BACKOFF, execution.execution_time)
     else:
         mutation.schedule_workflow_task()
-    if run_timeout:
-        # The run's clock starts when its first workflow task may be scheduled.
-        run_deadline = execution.execution_time + timedelta(seconds=run_timeout)
-        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, run_deadline)
-    if expiration and (
-        not run_timeout or expiration > execution.execution_time + timedelta(seconds=run_timeout)
-    ):
-        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, expiration)
+    arm_workflow_timeouts(mutation)
     return mutation
+
+
+def arm_workflow_timeouts(mutation: ExecutionMutation) -> None:
+    """The run-timeout and execution-timeout timers of a new run (or a reset one)."""
+    ex = mutation.execution
+    run_deadline = ex.execution_time + timedelta(seconds=ex.run_timeout) if ex.run_timeout else None
+    if run_deadline is not None:
+        # The run's clock starts when its first workflow task may be scheduled.
+        mutation.add_timer(TimerKind.WORKFLOW_RUN_TIMEOUT, run_deadline)
+    expiration = ex.execution_expiration_time
+    if expiration and (run_deadline is None or expiration > run_deadline):
+        mutation.add_timer(TimerKind.WORKFLOW_EXECUTION_TIMEOUT, expiration)
+
+
+def _inherited_parent(previous: WorkflowExecution | None) -> ParentLink | None:
+    """Later runs of a child's chain (retry, continue-as-new) keep its parent link."""
+    if previous is None or previous.parent_run_id is None:
+        return None
+    initiated = (
+        PendingChildExecution.objects.filter(
+            run_id=previous.parent_run_id, started_run_id=previous.first_run_id
+        )
+        .values_list("initiated_event_id", flat=True)
+        .first()
+    )
+    return ParentLink(
+        namespace=previous.namespace.name,
+        workflow_id=previous.parent_workflow_id or "",
+        run_id=str(previous.parent_run_id),
+        initiated_event_id=initiated or 0,
+    )
+
+
+def _parent_attributes(parent: ParentLink | None) -> dict[str, Any]:
+    if parent is None:
+        return {}
+    return {
+        "parent_workflow_namespace": parent.namespace,
+        "parent_workflow_execution": {"workflow_id": parent.workflow_id, "run_id": parent.run_id},
+        "parent_initiated_event_id": parent.initiated_event_id,
+    }
 
 
 def validate_start(namespace: Namespace, req: StartRequest) -> None:
@@ -211,6 +266,13 @@ def validate_start(namespace: Namespace, req: StartRequest) -> None:
             normalize_retry_policy(req.retry_policy)
         except ValueError as exc:
             raise invalid(f"retry_policy: {exc}") from None
+    if req.cron_schedule:
+        if req.start_delay:
+            raise invalid("start_delay cannot be combined with cron_schedule")
+        try:
+            validate_cron(req.cron_schedule)
+        except CronError as exc:
+            raise invalid(f"cron_schedule: {exc}") from None
     check_payload(namespace, req.input, "input")
     check_payload(namespace, req.memo, "memo")
     check_payload(namespace, req.search_attributes, "search_attributes")
@@ -232,6 +294,10 @@ def start_workflow_execution(
 ) -> StartResult:
     """Start a run, honouring request-id dedup first, then the conflict and reuse policies."""
     validate_start(namespace, req)
+    if req.cron_schedule:
+        # The first run starts now; its first workflow task waits for the next cron time.
+        now = timezone.now()
+        req = replace(req, start_delay=cron_backoff_seconds(req.cron_schedule, now, now))
     req = replace(req, search_attributes=typed_start_search_attributes(namespace, req.search_attributes))
     conflict = req.id_conflict_policy or ("USE_EXISTING" if signal else "FAIL")
     if signal and conflict == "FAIL":
@@ -275,9 +341,12 @@ def _start_txn(
             return StartResult(str(current.run_id), started=False)
         if conflict == "FAIL":
             raise _already_started(current)
-        if timezone.now() - current.start_time < timedelta(seconds=1):
+        min_interval = namespace.workflow_id_reuse_minimal_interval
+        if timezone.now() - current.start_time < timedelta(seconds=min_interval):
             raise ChronicleError(
-                ErrorCode.BUSY_WORKFLOW, "the running run started less than 1 s ago", retry_after=1
+                ErrorCode.BUSY_WORKFLOW,
+                f"the running run started less than {min_interval:g} s ago",
+                retry_after=max(1, int(min_interval)),
             )
         new = _create_run(namespace, req, signal=signal)
         old = ExecutionMutation(current, namespace)
@@ -322,6 +391,7 @@ def _apply_signal(
     request_id: str,
     *,
     identity: str,
+    external: dict[str, Any] | None = None,
 ) -> None:
     ex = mutation.execution
     if request_id:
@@ -341,6 +411,7 @@ def _apply_signal(
             "input": signal_input,
             "identity": identity,
             "request_id": request_id,
+            **(external or {}),
         },
         schedule_task=ex.wft_backoff_until is None,
     )
@@ -355,7 +426,9 @@ def signal_workflow_execution(
     input: list[Any],
     request_id: str = "",
     identity: str = "",
+    external: dict[str, Any] | None = None,
 ) -> None:
+    """Signal a running run; ``external`` names the sending workflow when one sent it."""
     if not signal_name or len(signal_name) > 1000:
         raise invalid("signal_name must be 1 to 1000 characters")
     check_payload(namespace, input, "signal input")
@@ -364,7 +437,7 @@ def signal_workflow_execution(
         if not execution.is_running:
             raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
         mutation = ExecutionMutation(execution, namespace)
-        _apply_signal(mutation, signal_name, input, request_id, identity=identity)
+        _apply_signal(mutation, signal_name, input, request_id, identity=identity, external=external)
         mutation.save()
 
 
@@ -375,8 +448,12 @@ def request_cancel_workflow_execution(
     run_id: str | None,
     reason: str = "",
     identity: str = "",
+    external: dict[str, Any] | None = None,
 ) -> None:
-    """Ask the workflow to cancel; a no-op on a closed or already-cancelling run."""
+    """Ask the workflow to cancel; a no-op on a closed or already-cancelling run.
+
+    ``external`` names the requesting workflow and its Initiated event when one asked.
+    """
     with transaction.atomic(durable=True):
         execution = lock_execution(namespace, workflow_id, run_id)
         if not execution.is_running or execution.cancel_requested:
@@ -384,7 +461,7 @@ def request_cancel_workflow_execution(
         execution.cancel_requested = True
         mutation = ExecutionMutation(execution, namespace)
         mutation.add_outside_event(
-            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity}
+            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity, **(external or {})}
         )
         mutation.save()
 
@@ -430,8 +507,15 @@ def create_query(
 def continue_as_new_txn(
     mutation: ExecutionMutation, attrs: dict[str, Any], *, completed_event_id: int
 ) -> None:
-    """Close the run as ContinuedAsNew and create the next run of the chain."""
+    """Close the run as ContinuedAsNew and create the next run of the chain (temporal-semantics §8).
+
+    Type, queue and the run and task timeouts default to the current run's; input, header,
+    memo, search attributes, retry policy and cron schedule come from the command alone (the
+    SDK fills them from the current run); the execution expiration is always kept.
+    """
     ex = mutation.execution
+    header = attrs.get("header") or {}
+    requested_backoff = float(attrs.get("backoff_start_interval") or 0)
     req = StartRequest(
         workflow_id=ex.workflow_id,
         workflow_type=(attrs.get("workflow_type") or {}).get("name") or ex.workflow_type,
@@ -443,42 +527,78 @@ def continue_as_new_txn(
         memo=attrs.get("memo") or {},
         search_attributes=attrs.get("search_attributes") or {},
         retry_policy=attrs.get("retry_policy"),
-        start_delay=float(attrs.get("backoff_start_interval") or 0),
+        cron_schedule=attrs.get("cron_schedule") or "",
+        start_delay=_continue_as_new_backoff(mutation, requested_backoff),
     )
-    new = _create_run(
-        mutation.namespace,
+    new = _start_follower(
+        mutation,
         req,
-        signal=None,
-        previous=ex,
-        first_run_id=ex.first_run_id,
-        extra_start_attrs={"initiator": "WORKFLOW"},
-        inherited_expiration=ex.execution_expiration_time,
+        attempt=1,
+        extra_start_attrs={"initiator": "WORKFLOW", "header": header},
+        last_completion_result=attrs.get("last_completion_result", ex.last_completion_result),
     )
-    ex.new_run_id = new.execution.run_id
     mutation.close(
         ExecutionStatus.CONTINUED_AS_NEW,
         "WorkflowExecutionContinuedAsNew",
         {
-            "new_execution_run_id": str(new.execution.run_id),
+            "new_execution_run_id": str(new.run_id),
             "workflow_type": {"name": req.workflow_type},
             "task_queue": {"name": req.task_queue},
             "input": req.input,
             "workflow_run_timeout": req.run_timeout,
             "workflow_task_timeout": req.task_timeout,
-            "backoff_start_interval": req.start_delay,
+            "backoff_start_interval": requested_backoff,
             "initiator": "WORKFLOW",
+            "header": header,
+            "memo": req.memo,
+            "search_attributes": req.search_attributes,
+            "last_completion_result": new.last_completion_result,
             "workflow_task_completed_event_id": completed_event_id,
         },
     )
-    mutation.followers.append(new)
+
+
+def _continue_as_new_backoff(mutation: ExecutionMutation, requested: float) -> float:
+    """Runs of one workflow id start at least the namespace's minimal interval apart.
+
+    Temporal's guard against a tight continue-as-new loop: a run that lived less than
+    the interval has the next run's first workflow task held back for the difference.
+    """
+    lifetime = (mutation.now - mutation.execution.execution_time).total_seconds()
+    minimum = mutation.namespace.workflow_id_reuse_minimal_interval
+    if lifetime + requested < minimum:
+        return round(minimum - lifetime, 3)
+    return requested
+
+
+def complete_workflow_txn(mutation: ExecutionMutation, result: Any, *, completed_event_id: int) -> None:
+    """Close the run as completed; a cron run starts the chain's next run."""
+    ex = mutation.execution
+    ex.result = result
+    new_run_id = _next_cron_run(mutation, result=result, failure=None)
+    mutation.close(
+        ExecutionStatus.COMPLETED,
+        "WorkflowExecutionCompleted",
+        {
+            "result": result,
+            "new_execution_run_id": new_run_id,
+            "workflow_task_completed_event_id": completed_event_id,
+        },
+    )
 
 
 def fail_workflow_txn(
     mutation: ExecutionMutation, failure: dict[str, Any], *, completed_event_id: int
 ) -> None:
-    """Close the run as failed, starting its retry when the workflow's retry policy allows."""
+    """Close the run as failed, starting its retry when the workflow's retry policy allows.
+
+    A retry comes before cron: a cron run's next scheduled run starts only when no
+    retry does.
+    """
     mutation.execution.failure = failure
     retry_state, new_run_id = _retry_workflow(mutation, failure)
+    if new_run_id is None:
+        new_run_id = _next_cron_run(mutation, result=None, failure=failure)
     mutation.close(
         ExecutionStatus.FAILED,
         "WorkflowExecutionFailed",
@@ -492,7 +612,7 @@ def fail_workflow_txn(
 
 
 def time_out_workflow_txn(mutation: ExecutionMutation, *, run_timeout: bool) -> None:
-    """Close the run as timed out; only a run timeout before the execution expires is retried."""
+    """Close the run as timed out; a run timeout before the execution expires retries, then crons."""
     ex = mutation.execution
     failure = {"message": "workflow timed out", "timeout_failure_info": {"timeout_type": "START_TO_CLOSE"}}
     ex.failure = failure
@@ -500,6 +620,8 @@ def time_out_workflow_txn(mutation: ExecutionMutation, *, run_timeout: bool) -> 
     retry_state, new_run_id = "RETRY_STATE_TIMEOUT", None
     if run_timeout and not expired:
         retry_state, new_run_id = _retry_workflow(mutation, failure)
+        if new_run_id is None:
+            new_run_id = _next_cron_run(mutation, result=None, failure=failure)
     mutation.close(
         ExecutionStatus.TIMED_OUT,
         "WorkflowExecutionTimedOut",
@@ -525,7 +647,44 @@ def _retry_workflow(mutation: ExecutionMutation, failure: dict[str, Any]) -> tup
     )
     if not decision.retry:
         return decision.retry_state, None
-    req = StartRequest(
+    new = _start_follower(
+        mutation,
+        _same_options(ex, start_delay=decision.delay),
+        attempt=ex.attempt + 1,
+        extra_start_attrs={"initiator": "RETRY", "continued_failure": failure},
+        last_completion_result=ex.last_completion_result,
+    )
+    return "RETRY_STATE_IN_PROGRESS", str(new.run_id)
+
+
+def _next_cron_run(mutation: ExecutionMutation, *, result: Any, failure: dict[str, Any] | None) -> str | None:
+    """Start a cron run's successor at the next cron time; None without a schedule.
+
+    The next time follows this run's scheduled time, skipping times already past. The
+    chain ends when that time would reach the execution expiration. A completed run
+    hands its result on; a failed one hands on its failure and the last result before it.
+    """
+    ex = mutation.execution
+    if not ex.cron_schedule:
+        return None
+    delay = cron_backoff_seconds(ex.cron_schedule, ex.execution_time, mutation.now)
+    expiration = ex.execution_expiration_time
+    if expiration is not None and mutation.now + timedelta(seconds=delay) >= expiration:
+        return None
+    last_result = result if failure is None else ex.last_completion_result
+    new = _start_follower(
+        mutation,
+        _same_options(ex, start_delay=delay),
+        attempt=1,
+        extra_start_attrs={"initiator": "CRON_SCHEDULE", "continued_failure": failure},
+        last_completion_result=last_result,
+    )
+    return str(new.run_id)
+
+
+def _same_options(ex: WorkflowExecution, *, start_delay: float) -> StartRequest:
+    """The current run's start options, for a retry or the next cron run."""
+    return StartRequest(
         workflow_id=ex.workflow_id,
         workflow_type=ex.workflow_type,
         task_queue=ex.task_queue,
@@ -536,18 +695,32 @@ def _retry_workflow(mutation: ExecutionMutation, failure: dict[str, Any]) -> tup
         memo=ex.memo,
         search_attributes=ex.search_attributes,
         retry_policy=ex.retry_policy,
-        start_delay=decision.delay,
+        cron_schedule=ex.cron_schedule,
+        start_delay=start_delay,
     )
+
+
+def _start_follower(
+    mutation: ExecutionMutation,
+    req: StartRequest,
+    *,
+    attempt: int,
+    extra_start_attrs: dict[str, Any],
+    last_completion_result: Any,
+) -> WorkflowExecution:
+    """Create the chain's next run, linked both ways, saved after the current run closes."""
+    ex = mutation.execution
     new = _create_run(
         mutation.namespace,
         req,
         signal=None,
         previous=ex,
         first_run_id=ex.first_run_id,
-        attempt=ex.attempt + 1,
-        extra_start_attrs={"initiator": "RETRY", "continued_failure": failure},
+        attempt=attempt,
+        extra_start_attrs={**extra_start_attrs, "last_completion_result": last_completion_result},
         inherited_expiration=ex.execution_expiration_time,
     )
+    new.execution.last_completion_result = last_completion_result
     ex.new_run_id = new.execution.run_id
     mutation.followers.append(new)
-    return "RETRY_STATE_IN_PROGRESS", str(new.execution.run_id)
+    return new.execution

@@ -8,10 +8,13 @@ answers in that task's completion. An idle or closed run gets a query task at on
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
+from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel import tokens
 from history.kernel._mutation import HISTORY_CHANNEL, ExecutionMutation, notify
@@ -29,7 +32,8 @@ def enqueue_query_txn(mutation: ExecutionMutation, query: WorkflowQuery) -> None
     """Buffer the query behind a pending workflow task, or dispatch a query task now."""
     ex = mutation.execution
     _check_ready_for_queries(ex)
-    if ex.is_running and ex.wft_scheduled_event_id:
+    # A start backoff (cron, retry, delayed start) ends in a workflow task: wait for it too.
+    if ex.is_running and (ex.wft_scheduled_event_id or ex.wft_backoff_until):
         if (
             WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING).count()
             >= MAX_BUFFERED_QUERIES
@@ -53,6 +57,14 @@ def _check_ready_for_queries(ex: WorkflowExecution) -> None:
             f"the workflow task keeps failing (attempt {ex.wft_attempt}); not ready for queries",
             retry_after=1,
         )
+    if ex.is_running and ex.wft_backoff_until and ex.last_wft_completed_event_id == 0:
+        deadline = timezone.now() + timedelta(seconds=engine_settings().query_timeout_seconds)
+        if ex.wft_backoff_until > deadline:
+            raise ChronicleError(
+                ErrorCode.CONFLICT,
+                f"the run's first workflow task waits until {ex.wft_backoff_until.isoformat()} "
+                "(cron, retry or delayed start); nothing to query yet",
+            )
     if not ex.is_running and ex.last_wft_completed_event_id == 0:
         raise ChronicleError(
             ErrorCode.CONFLICT, "the run closed before any workflow task completed; nothing to query"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from history.kernel import tokens
+from history.kernel._mutation import continue_as_new_suggestion
 from history.models import HistoryEvent, WorkflowExecution
 
 
@@ -76,6 +77,7 @@ def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "identity": ex.wft_identity,
                 "request_id": ex.wft_request_id,
+                **continue_as_new_suggestion(ex, ex.namespace),
             },
         },
     ]

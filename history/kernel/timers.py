@@ -97,6 +97,8 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask, done: list[int]) -> bool:
     """
     ex = m.execution
     kind = timer.kind
+    if kind not in _HANDLERS and kind != TimerKind.RETENTION:
+        return False  # a transfer duty: the shard owner carries those apart (``transfers``)
     if kind == TimerKind.RETENTION:
         if ex.status != ExecutionStatus.RUNNING:
             ex.delete()

@@ -10,8 +10,14 @@ from django.db import transaction
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel import tokens
-from history.kernel._mutation import ExecutionMutation, check_payload, lock_run
-from history.kernel.commands import CommandRejected, apply_commands, validate_command_list
+from history.kernel._mutation import (
+    ExecutionMutation,
+    check_payload,
+    continue_as_new_suggestion,
+    lock_run,
+)
+from history.kernel.command_checks import CommandRejected
+from history.kernel.commands import apply_commands, validate_command_list
 from history.kernel.queries import (
     answer_buffered_queries_txn,
     buffered_queries,
@@ -224,6 +230,7 @@ def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "identity": ex.wft_identity,
                 "request_id": ex.wft_request_id,
+                **continue_as_new_suggestion(ex, mutation.namespace),
             },
         )
     completed = mutation.append(

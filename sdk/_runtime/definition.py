@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,3 +57,20 @@ class WorkflowDefinition:
             queries=queries,
             init_takes_args=init_takes_args,
         )
+
+
+def workflow_name(workflow: str | Callable[..., Any]) -> str:
+    """A run method's workflow name (what ``@workflow.defn`` recorded) or a string as is."""
+    if isinstance(workflow, str):
+        return workflow
+    owner = getattr(workflow, "__chronicle_workflow_name__", None)
+    if isinstance(owner, str):
+        return owner
+    qualname = getattr(workflow, "__qualname__", "")
+    cls_name = qualname.split(".")[0] if "." in qualname else qualname
+    module = sys.modules.get(workflow.__module__)
+    cls = getattr(module, cls_name, None)
+    name = getattr(cls, "__chronicle_workflow_name__", None) or getattr(
+        getattr(cls, "__chronicle_workflow_definition__", None), "name", None
+    )
+    return str(name or cls_name)

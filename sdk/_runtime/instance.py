@@ -16,10 +16,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sdk._failure import exception_to_failure, failure_to_exception
+from sdk._runtime.children import CHILD_EVENTS, ChildWorkflows, child_event_identity
 from sdk._runtime.definition import WorkflowDefinition
 from sdk._runtime.loop import DeterministicLoop
 from sdk.converter import DataConverter, parameter_hints, return_hint
-from sdk.exceptions import ActivityError, CancelledError, FailureError, NondeterminismError, QueryFailed
+from sdk.exceptions import (
+    ActivityError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+    NondeterminismError,
+    QueryFailed,
+)
 
 if TYPE_CHECKING:
     from sdk.workflow import Info
@@ -37,6 +45,9 @@ COMMAND_EVENTS = {
     "FailWorkflowExecution": "WorkflowExecutionFailed",
     "CancelWorkflowExecution": "WorkflowExecutionCanceled",
     "ContinueAsNewWorkflowExecution": "WorkflowExecutionContinuedAsNew",
+    "StartChildWorkflowExecution": "StartChildWorkflowExecutionInitiated",
+    "SignalExternalWorkflowExecution": "SignalExternalWorkflowExecutionInitiated",
+    "RequestCancelExternalWorkflowExecution": "RequestCancelExternalWorkflowExecutionInitiated",
 }
 EVENT_COMMANDS = {event: command for command, event in COMMAND_EVENTS.items()}
 CLOSE_COMMANDS = {
@@ -137,7 +148,13 @@ def _event_identity(event: dict[str, Any]) -> str:
         return f"marker {attrs.get('marker_name')!r}{_patch_suffix(attrs.get('details'))}"
     if kind == "ActivityTaskCancelRequested":
         return f"cancel of activity scheduled at {attrs.get('scheduled_event_id')}"
-    return str(kind)
+    return child_event_identity(kind, attrs) or str(kind)
+
+
+def _is_cancellation(error: FailureError) -> bool:
+    """An activity's or child's cancellation that the workflow let through (Temporal's rule):
+    after a cancel request it closes the run as canceled, not failed."""
+    return isinstance(error, ActivityError | ChildWorkflowError) and isinstance(error.cause, CancelledError)
 
 
 def _patch_suffix(details: Any) -> str:
@@ -145,7 +162,7 @@ def _patch_suffix(details: Any) -> str:
     return f" patch {patch.get('data')!r}" if isinstance(patch, dict) else ""
 
 
-class WorkflowInstance:
+class WorkflowInstance(ChildWorkflows):
     """A workflow run: feed it history with ``activate``, send back the commands it returns."""
 
     def __init__(self, definition: WorkflowDefinition, info: Info, converter: DataConverter) -> None:
@@ -175,6 +192,11 @@ class WorkflowInstance:
         self._local_requests: list[LocalActivityRequest] = []
         self._recorded_locals: dict[int, dict[str, Any]] = {}
         self._replayed_locals: set[int] = set()
+        # Handed on by the previous run of a cron chain (or a retry): raw payloads / failure.
+        self.last_completion_result: list[dict[str, Any]] | None = None
+        self.continued_failure: dict[str, Any] | None = None
+        self._init_children()
+        self.cancel_requested = False
 
     # -- the seam the worker calls -------------------------------------------------------------
 
@@ -194,7 +216,7 @@ class WorkflowInstance:
             if kind in EVENT_COMMANDS:
                 self._match(event)
             elif kind == "WorkflowTaskStarted":
-                self.info = dataclasses.replace(self.info, history_length=self.last_event_id)
+                self._note_history_growth(event)
                 following = history[index + 1]["event_type"] if index + 1 < len(history) else None
                 if following in ("WorkflowTaskFailed", "WorkflowTaskTimedOut"):
                     continue
@@ -203,6 +225,16 @@ class WorkflowInstance:
                 self._jobs.append(event)
         self.is_replaying = False
         return self._activation()
+
+    def _note_history_growth(self, started: dict[str, Any]) -> None:
+        """What ``info()`` reports about the history, as of this workflow task."""
+        attrs = started.get("attributes") or {}
+        self.info = dataclasses.replace(
+            self.info,
+            history_length=self.last_event_id,
+            history_size=int(attrs.get("history_size_bytes") or 0),
+            continue_as_new_suggested=bool(attrs.get("suggest_continue_as_new")),
+        )
 
     def resolve_local_activity(self, seq: int, result: LocalActivityResult) -> Activation:
         """Record a local activity's outcome as a marker, wake its caller, and run code again."""
@@ -392,7 +424,9 @@ class WorkflowInstance:
         rank = {"WorkflowExecutionStarted": 0, "WorkflowExecutionSignaled": 1}
         return sorted(
             jobs,
-            key=lambda e: rank.get(e["event_type"], 3 if "CancelRequested" in e["event_type"] else 2),
+            key=lambda e: rank.get(
+                e["event_type"], 3 if e["event_type"] == "WorkflowExecutionCancelRequested" else 2
+            ),
         )
 
     def _apply(self, event: dict[str, Any]) -> None:
@@ -408,13 +442,20 @@ class WorkflowInstance:
             handle = self._timers.pop(str(attrs.get("timer_id")), None)
             if handle is not None:
                 self.loop.fire_timer(handle)
+        elif kind in CHILD_EVENTS:
+            self._apply_child_event(event)
         elif kind == "WorkflowExecutionCancelRequested" and self._main is not None:
-            self._main.cancel()
+            self.cancel_requested = True
+            # After the run method's first step: a task cancelled before it starts would end
+            # without entering the method, so no close command would ever be sent.
+            self.loop.call_soon(self._main.cancel)
 
     def _start_workflow(self, attrs: dict[str, Any]) -> None:
         from sdk import workflow
 
         run_fn = self.definition.run_fn
+        self.last_completion_result = attrs.get("last_completion_result")
+        self.continued_failure = attrs.get("continued_failure")
         args = self.converter.from_payloads(attrs.get("input"), parameter_hints(run_fn, skip_self=True))
         with workflow._bound(self):
             self._object = self.definition.cls(*(args if self.definition.init_takes_args else []))
@@ -428,7 +469,10 @@ class WorkflowInstance:
         except (asyncio.CancelledError, CancelledError):
             self._close("CancelWorkflowExecution", {"details": None})
         except FailureError as exc:
-            self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
+            if self.cancel_requested and _is_cancellation(exc):
+                self._close("CancelWorkflowExecution", {"details": None})
+            else:
+                self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
         else:
             encoded = self.converter.to_result(result)
             self._close("CompleteWorkflowExecution", {"result": encoded})
@@ -594,15 +638,15 @@ class WorkflowInstance:
         return use_new or deprecated
 
     def upsert_search_attributes(self, attributes: dict[str, Any]) -> None:
-        """Issue the command and apply it to ``info`` at once, as the server will merge it."""
+        # The server merges the same way; a None or empty value removes the attribute.
+        merged = {**self.info.search_attributes, **attributes}
+        current = {k: v for k, v in merged.items() if v is not None and v != []}
+        self.info = dataclasses.replace(self.info, search_attributes=current)
         self._issue(
             "UpsertWorkflowSearchAttributes",
             {"search_attributes": attributes},
             "UpsertWorkflowSearchAttributes",
         )
-        merged = {**self.info.search_attributes, **attributes}
-        current = {name: value for name, value in merged.items() if value is not None and value != []}
-        self.info = dataclasses.replace(self.info, search_attributes=current)
 
     @property
     def result_hint(self) -> Any:

@@ -13,7 +13,7 @@ from sdk._runtime.instance import WorkflowInstance
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter
 from sdk.exceptions import NondeterminismError
-from sdk.workflow import Info
+from sdk.workflow import Info, ParentInfo
 
 
 @dataclass
@@ -68,6 +68,19 @@ def info_from_started_event(
         retry_policy=RetryPolicy.from_wire(attrs.get("retry_policy")),
         memo=dict(attrs.get("memo") or {}),
         search_attributes=dict(attrs.get("search_attributes") or {}),
+        cron_schedule=str(attrs.get("cron_schedule") or ""),
+        parent=_parent(attrs),
+    )
+
+
+def _parent(attrs: dict[str, Any]) -> ParentInfo | None:
+    execution = attrs.get("parent_workflow_execution")
+    if not isinstance(execution, dict):
+        return None
+    return ParentInfo(
+        namespace=str(attrs.get("parent_workflow_namespace") or ""),
+        run_id=str(execution.get("run_id") or ""),
+        workflow_id=str(execution.get("workflow_id") or ""),
     )
 
 

@@ -122,6 +122,11 @@ def test_continue_as_new_with_dataclass_argument() -> None:
                 "task_queue": {"name": "q"},
                 "input": [payload({"count": 2})],
                 "workflow_run_timeout": None,
+                "workflow_task_timeout": None,
+                "backoff_start_interval": None,
+                "memo": {},
+                "search_attributes": {},
+                "retry_policy": None,
             },
         }
     ]
@@ -236,3 +241,20 @@ def test_wait_for_timeout_then_wait_cancellation_completed() -> None:
             "attributes": {"result": [payload(f"timed out at {last}")]},
         }
     ]
+
+
+@workflow.defn
+class Napper:
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.sleep(timedelta(seconds=5))
+        return "rested"
+
+
+def test_a_cancel_that_arrives_with_the_first_task_cancels_the_run() -> None:
+    # A cron run or a delayed start can be cancelled before its first workflow task.
+    history = HistoryBuilder("Napper")
+    history.add("WorkflowExecutionCancelRequested", cause="")
+    history.task()
+    activation = new_instance(Napper).activate(history.events)
+    assert command_types(activation.commands) == ["CancelWorkflowExecution"]

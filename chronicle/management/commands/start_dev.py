@@ -3,7 +3,7 @@
 It migrates the database, bootstraps the ``default`` namespace with an API key
 and a UI user (reusing them on later runs via ``.chronicle/dev.json``), then
 supervises the child processes: the ASGI frontend under gunicorn, one shard
-owner daemon and, when present, the demo worker of the SDK.
+owner daemon, the batch-job runner and, when present, the demo worker of the SDK.
 
 Ctrl-C or SIGTERM stops every child (terminate, wait up to 10 s, then kill) and
 exits 0. If a child exits on its own the others are stopped and the command
@@ -59,7 +59,7 @@ def database_url_from_settings(db: dict[str, Any]) -> str:
 
 
 class Command(BaseCommand):
-    help = "Run a development Chronicle: migrate, bootstrap, start frontend and shard owner."
+    help = "Run a development Chronicle: migrate, bootstrap, start frontend, shard owner and batch runner."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -146,6 +146,7 @@ class Command(BaseCommand):
                 "platform/gunicorn.conf.py",
             ],
             "shard_owner": [py, "manage.py", "run_shard_owner"],
+            "batch_runner": [py, "manage.py", "run_batch_jobs"],
         }
         if no_demo_worker:
             self.stdout.write("demo worker disabled (--no-demo-worker)")

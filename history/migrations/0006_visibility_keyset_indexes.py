@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('history', '0002_query_buffering'),
+        ('history', '0005_cron_schedule'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('namespaces', '0001_initial'),
+        ('namespaces', '0002_continue_as_new_settings'),
     ]
 
     operations = [

@@ -1,0 +1,174 @@
+#!/usr/bin/env python
+"""Batch reset throughput: runs/s of one batch job, beside single REST resets.
+
+Creates a scratch database, boots gunicorn, a shard owner and a batch runner, makes
+N idle runs (first workflow task completed), resets them all with one batch job at
+its highest rate, then resets N more one REST call at a time (sequentially, then
+from 8 threads), and prints runs/s for each.
+
+Usage: python bench/bench_batch_reset.py [--database-url URL] [--runs 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_bench import ROOT, Api, free_port, log, python_exe, stop_procs, with_db
+
+THREADS = 8
+MAX_RPS = 1000
+
+
+def _boot(env: dict[str, str], py: str) -> tuple[str, str, list[subprocess.Popen[bytes]]]:
+    subprocess.run([py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+    snippet = (
+        "from namespaces.services import namespace_create, api_key_issue; "
+        'ns=namespace_create(name="bench", request_rps=0); '
+        'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
+    )
+    out = subprocess.run(
+        [py, "manage.py", "shell", "-c", snippet],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    key = out.stdout.strip().splitlines()[-1].strip()
+    port = free_port()
+    gunicorn = [py, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
+    procs = [
+        subprocess.Popen(
+            [*gunicorn, "-c", "platform/gunicorn.conf.py", "-w", "2", "-b", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,  # the access log
+        ),
+        subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env),
+        subprocess.Popen([py, "manage.py", "run_batch_jobs", "--poll-interval", "0.2"], cwd=ROOT, env=env),
+    ]
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            if Api(base, key).client().get(base + "/api/schema/", timeout=5).status_code == 200:
+                return base, key, procs
+        except Exception:
+            pass
+        if time.time() > deadline:
+            raise RuntimeError("server did not come up")
+        time.sleep(0.3)
+
+
+def _idle_runs(api: Api, prefix: str, n: int) -> list[str]:
+    """Start n runs and complete each first workflow task with no commands (8 threads)."""
+    queue = f"{prefix}-q"
+    wids = [f"{prefix}-{i}" for i in range(n)]
+
+    def start(wid: str) -> None:
+        api.post(
+            "/workflows", {"workflow_id": wid, "workflow_type": prefix, "task_queue": queue}
+        ).raise_for_status()
+
+    def drain(_: int) -> int:
+        done = 0
+        while True:
+            task = api.poll_wft(queue, timeout=1.0)
+            if task is None:
+                return done
+            api.complete_wft(queue, task["task_token"], [])
+            done += 1
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(start, wids))
+        drained = sum(pool.map(drain, range(THREADS)))
+    assert drained == n, f"completed {drained} of {n} first workflow tasks"
+    return wids
+
+
+def _batch_reset(api: Api, prefix: str, n: int) -> float:
+    body = {
+        "operation": "reset",
+        "query": f"WorkflowType = '{prefix}' AND ExecutionStatus = 'Running'",
+        "reason": "bench",
+        "reset_type": "FirstWorkflowTask",
+        "rps": MAX_RPS,
+        "job_id": prefix,
+    }
+    r = api.post("/batch-operations", body)
+    r.raise_for_status()
+    while True:
+        job = api.client().get(f"{api.base}/batch-operations/{prefix}").json()
+        if job["state"] != "Running":
+            break
+        time.sleep(0.2)
+    assert (job["done"], job["failed"]) == (n, 0), job
+    took = (
+        datetime.fromisoformat(job["finished_at"]) - datetime.fromisoformat(job["created_at"])
+    ).total_seconds()
+    return n / took
+
+
+def _single_resets(api: Api, wids: list[str], threads: int) -> float:
+    def reset(wid: str) -> None:
+        r = api.post(f"/workflows/{wid}/reset", {"reason": "bench", "reset_type": "FirstWorkflowTask"})
+        assert r.status_code == 200, r.text
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(reset, wids))
+    return len(wids) / (time.perf_counter() - began)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432"),
+        help="server URL; a fresh database is created on it",
+    )
+    ap.add_argument("--runs", type=int, default=500)
+    args = ap.parse_args()
+    dbname = f"chronicle_bench_{secrets.token_hex(4)}"
+    admin_url = with_db(args.database_url, "postgres")
+    env = dict(os.environ, DATABASE_URL=with_db(args.database_url, dbname), CHRONICLE_LOG_LEVEL="WARNING")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{dbname}"')
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        base, key, procs = _boot(env, python_exe())
+        api = Api(base, key)
+        n = args.runs
+        log(f"making {n} idle runs for the batch")
+        _idle_runs(api, "batch", n)
+        log("batch reset")
+        batch_rps = _batch_reset(api, "batch", n)
+        log(f"making {2 * n} idle runs for single resets")
+        sequential = _idle_runs(api, "single", n)
+        threaded = _idle_runs(api, "threaded", n)
+        log("single REST resets")
+        one_by_one = _single_resets(api, sequential, 1)
+        parallel = _single_resets(api, threaded, THREADS)
+    finally:
+        stop_procs(procs)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+    print(f"batch reset, one job, {n} runs:             {batch_rps:7.1f} runs/s")
+    print(f"single REST resets, one at a time, {n} runs:  {one_by_one:7.1f} runs/s")
+    print(f"single REST resets, {THREADS} threads, {n} runs:    {parallel:7.1f} runs/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

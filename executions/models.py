@@ -1,0 +1,76 @@
+"""State of the outside view that is not an execution's: batch operations.
+
+A batch job applies one operation (reset, terminate, cancel, signal) to every run a
+visibility query matched when the job was created. The runner
+(``manage.py run_batch_jobs``) works through those runs in run-id order and records
+its progress here after each chunk, so a crashed runner's successor resumes after the
+last recorded run.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+
+class BatchOperation(models.TextChoices):
+    RESET = "reset"
+    TERMINATE = "terminate"
+    CANCEL = "cancel"
+    SIGNAL = "signal"
+
+
+class BatchState(models.TextChoices):
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    STOPPED = "Stopped"
+    FAILED = "Failed"
+
+
+MAX_RECORDED_FAILURES = 100
+
+
+class BatchJob(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
+    job_id = models.CharField(max_length=200)
+    operation = models.CharField(max_length=16, choices=BatchOperation.choices)
+    query = models.TextField()
+    # Per operation: reset {reset_type, reapply_signals}; signal {signal_name, input}.
+    params = models.JSONField(default=dict)
+    reason = models.TextField()
+    created_by = models.CharField(max_length=1000, default="")
+    state = models.CharField(max_length=16, choices=BatchState.choices, default=BatchState.RUNNING)
+    stop_reason = models.TextField(default="")
+    # Operations per second across all the job's items; an operator may change it while it runs.
+    rps = models.FloatField(default=50.0)
+    total = models.IntegerField(default=0)
+    done = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)
+    # The first MAX_RECORDED_FAILURES item failures: {workflow_id, run_id, code, message}.
+    failures = models.JSONField(default=list)
+    # Keyset cursor: every run with a run id up to this one has been processed.
+    last_run_id = models.UUIDField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=200, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "job_id"], name="uniq_batch_job_id"),
+            # Temporal's default: one running batch operation per namespace.
+            models.UniqueConstraint(
+                fields=["namespace"], condition=Q(state="Running"), name="one_running_batch_per_namespace"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["namespace", "-created_at"], name="batch_ns_created"),
+            models.Index(fields=["state", "lease_expires_at"], name="batch_claim"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.job_id}"

@@ -1,0 +1,572 @@
+"""Reset: start a new run from a copy of a run's history up to one workflow task.
+
+Temporal's ``ResetWorkflowExecution`` (temporal-semantics §11). The target is a
+``workflow_task_finish_event_id``: the id of a ``WorkflowTaskCompleted``, ``Failed``,
+``TimedOut`` or ``Started`` event. The new run gets events ``1 .. id-1`` of the base
+run, a synthetic ``WorkflowTaskStarted`` if the task at that point never started, a
+``WorkflowTaskFailed`` with cause ``RESET_WORKFLOW`` naming the reason and both runs,
+the signals recorded after the point (unless asked otherwise) and a new workflow
+task. The current run of the workflow id, if open, is terminated with the reason.
+
+This is the one place where the server derives mutable state from history: the
+pending activities, timers, search attributes and counters of the new run are
+rebuilt from the copied events (:func:`replay_state`), because the base run's rows
+describe its present, not the reset point.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from chronicle.errors import ChronicleError, ErrorCode, invalid
+from history.faults import crash_point
+from history.kernel._mutation import ExecutionMutation, lock_execution, payload_size
+from history.kernel.activity_tasks import restore_activity_txn
+from history.kernel.executions import _terminate, arm_workflow_timeouts
+from history.models import (
+    ExecutionStatus,
+    HistoryEvent,
+    PendingActivity,
+    SignalRequest,
+    TimerKind,
+    TimerTask,
+    WorkflowExecution,
+)
+from namespaces.models import Namespace
+from namespaces.search_attributes import merge_search_attributes
+
+RESET_CAUSE = "WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW"
+RESETTER_IDENTITY = "history-resetter"
+FINISH_EVENTS = frozenset(
+    {"WorkflowTaskCompleted", "WorkflowTaskFailed", "WorkflowTaskTimedOut", "WorkflowTaskStarted"}
+)
+ACTIVITY_CLOSE_EVENTS = frozenset(
+    {"ActivityTaskCompleted", "ActivityTaskFailed", "ActivityTaskTimedOut", "ActivityTaskCanceled"}
+)
+ResetPoint = int | Literal["first", "last"]
+
+
+# -- the state at a point of history ----------------------------------------------------------
+@dataclass
+class PendingTimer:
+    timer_id: str
+    started_event_id: int
+    fire_at: datetime
+
+
+@dataclass
+class ReplayedState:
+    """Mutable state as of the end of a prefix of history."""
+
+    wft_scheduled_event_id: int = 0
+    wft_started_event_id: int = 0
+    last_wft_started_event_id: int = 0
+    last_wft_completed_event_id: int = 0
+    activities: dict[int, dict[str, Any]] = field(default_factory=dict)  # scheduled id -> attributes
+    activity_cancel_requests: dict[int, int] = field(default_factory=dict)
+    timers: dict[str, PendingTimer] = field(default_factory=dict)
+    search_attributes: dict[str, Any] = field(default_factory=dict)
+    signal_count: int = 0
+    signal_request_ids: list[str] = field(default_factory=list)
+    cancel_requested: bool = False
+    history_size_bytes: int = 0
+
+    def apply(self, event: HistoryEvent) -> None:
+        kind, attrs = event.event_type, event.attributes
+        self.history_size_bytes += payload_size(attrs) + len(kind)
+        handler = _REPLAY.get(kind)
+        if handler is not None:
+            handler(self, event.event_id, attrs, event.event_time)
+        elif kind in ACTIVITY_CLOSE_EVENTS:
+            scheduled = int(attrs.get("scheduled_event_id") or 0)
+            self.activities.pop(scheduled, None)
+            self.activity_cancel_requests.pop(scheduled, None)
+
+
+def _on_started(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.search_attributes = dict(a.get("search_attributes") or {})
+
+
+def _on_wft_scheduled(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.wft_scheduled_event_id, s.wft_started_event_id = event_id, 0
+
+
+def _on_wft_started(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.wft_started_event_id = event_id
+
+
+def _on_wft_completed(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.last_wft_started_event_id = int(a.get("started_event_id") or 0)
+    s.last_wft_completed_event_id = event_id
+    s.wft_scheduled_event_id = s.wft_started_event_id = 0
+
+
+def _on_wft_ended(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.wft_scheduled_event_id = s.wft_started_event_id = 0
+
+
+def _on_activity_scheduled(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.activities[event_id] = a
+
+
+def _on_activity_cancel_requested(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.activity_cancel_requests[int(a.get("scheduled_event_id") or 0)] = event_id
+
+
+def _on_timer_started(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    fire_at = at + timedelta(seconds=float(a.get("start_to_fire_timeout") or 0))
+    s.timers[str(a.get("timer_id"))] = PendingTimer(str(a.get("timer_id")), event_id, fire_at)
+
+
+def _on_timer_ended(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.timers.pop(str(a.get("timer_id")), None)
+
+
+def _on_upsert(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.search_attributes = merge_search_attributes(s.search_attributes, a.get("search_attributes") or {})
+
+
+def _on_signaled(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.signal_count += 1
+    if a.get("request_id"):
+        s.signal_request_ids.append(str(a["request_id"]))
+
+
+def _on_cancel_requested(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.cancel_requested = True
+
+
+_REPLAY = {
+    "WorkflowExecutionStarted": _on_started,
+    "WorkflowTaskScheduled": _on_wft_scheduled,
+    "WorkflowTaskStarted": _on_wft_started,
+    "WorkflowTaskCompleted": _on_wft_completed,
+    "WorkflowTaskFailed": _on_wft_ended,
+    "WorkflowTaskTimedOut": _on_wft_ended,
+    "ActivityTaskScheduled": _on_activity_scheduled,
+    "ActivityTaskCancelRequested": _on_activity_cancel_requested,
+    "TimerStarted": _on_timer_started,
+    "TimerFired": _on_timer_ended,
+    "TimerCanceled": _on_timer_ended,
+    "UpsertWorkflowSearchAttributes": _on_upsert,
+    "WorkflowExecutionSignaled": _on_signaled,
+    "WorkflowExecutionCancelRequested": _on_cancel_requested,
+}
+
+
+def replay_state(events: list[HistoryEvent]) -> ReplayedState:
+    state = ReplayedState()
+    for event in events:
+        state.apply(event)
+    return state
+
+
+# -- choosing the point -----------------------------------------------------------------------
+def resolve_reset_point(base: WorkflowExecution, point: ResetPoint) -> int:
+    """The ``workflow_task_finish_event_id`` for an explicit id or "first"/"last" workflow task."""
+    if point in ("first", "last"):
+        completed = HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskCompleted")
+        order = "event_id" if point == "first" else "-event_id"
+        found = completed.order_by(order).values_list("event_id", flat=True).first()
+        if found is None:
+            # Temporal's fallback: the event after the first workflow task's Scheduled.
+            scheduled = (
+                HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskScheduled")
+                .order_by("event_id")
+                .values_list("event_id", flat=True)
+                .first()
+            )
+            found = scheduled + 1 if scheduled is not None else None
+        if found is None or found >= base.next_event_id:
+            raise invalid("the run has no workflow task to reset to")
+        return int(found)
+    if not isinstance(point, int) or isinstance(point, bool):
+        raise invalid("event_id must be an integer, or reset_type FirstWorkflowTask or LastWorkflowTask")
+    event = HistoryEvent.objects.filter(run=base, event_id=point).first()
+    if event is None or point <= 1:
+        raise invalid(f"event {point} is not in the run's history", event_id=point)
+    if event.event_type not in FINISH_EVENTS:
+        raise invalid(
+            f"event {point} is {event.event_type}; a reset point must be a WorkflowTaskCompleted "
+            "(or WorkflowTaskFailed, WorkflowTaskTimedOut, WorkflowTaskStarted) event",
+            event_id=point,
+            event_type=event.event_type,
+        )
+    return point
+
+
+# -- what a reset would do --------------------------------------------------------------------
+@dataclass
+class ResetPlan:
+    """What resetting ``base`` to ``event_id`` keeps, drops and re-applies (no writes)."""
+
+    base: WorkflowExecution
+    current: WorkflowExecution
+    event_id: int
+    kept: list[HistoryEvent]
+    state: ReplayedState
+    signals: list[tuple[uuid.UUID, dict[str, Any]]]  # (recorded on run, signal attributes)
+
+    def preview(self) -> dict[str, Any]:
+        dropped = Counter(
+            HistoryEvent.objects.filter(run=self.base, event_id__gte=self.event_id).values_list(
+                "event_type", flat=True
+            )
+        )
+        return {
+            "base_run_id": str(self.base.run_id),
+            "current_run_id": str(self.current.run_id),
+            "terminates_current_run": self.current.is_running,
+            "reset_event_id": self.event_id,
+            "events_kept": len(self.kept),
+            "events_dropped": sum(dropped.values()),
+            "events_dropped_by_type": dict(sorted(dropped.items())),
+            "signals_to_reapply": [
+                {"run_id": str(run), "signal_name": attrs.get("signal_name", "")}
+                for run, attrs in self.signals
+            ],
+            "activities_rescheduled": [
+                _activity_summary(scheduled, attrs)
+                for scheduled, attrs in sorted(self.state.activities.items())
+            ],
+            "timers_restored": [
+                {"timer_id": t.timer_id, "fire_at": t.fire_at.isoformat()} for t in self.state.timers.values()
+            ],
+            "pending_dropped": _pending_of(self.current),
+            "activities_completed_after_point": self._completed_after_point(),
+        }
+
+    def _completed_after_point(self) -> list[dict[str, Any]]:
+        """Activities completed after the point: their side effects happened; the new run may redo them."""
+        done = []
+        for run in _chain_from(self.base, self.current):
+            after = self.event_id if run.run_id == self.base.run_id else 0
+            closes = HistoryEvent.objects.filter(
+                run=run, event_type="ActivityTaskCompleted", event_id__gte=after
+            ).order_by("event_id")
+            scheduled_ids = [int(e.attributes.get("scheduled_event_id") or 0) for e in closes]
+            scheduled = {
+                e.event_id: e.attributes
+                for e in HistoryEvent.objects.filter(run=run, event_id__in=scheduled_ids)
+            }
+            for close, sid in zip(closes, scheduled_ids, strict=True):
+                done.append(
+                    {
+                        "run_id": str(run.run_id),
+                        "event_id": close.event_id,
+                        **_activity_summary(sid, scheduled.get(sid, {})),
+                    }
+                )
+        return done
+
+
+def _activity_summary(scheduled_event_id: int, attrs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "scheduled_event_id": scheduled_event_id,
+        "activity_id": attrs.get("activity_id", ""),
+        "activity_type": (attrs.get("activity_type") or {}).get("name", ""),
+    }
+
+
+def _pending_of(run: WorkflowExecution) -> dict[str, Any]:
+    if not run.is_running:
+        return {"activities": [], "timers": []}
+    activities = PendingActivity.objects.filter(run=run).order_by("scheduled_event_id")
+    timers = TimerTask.objects.filter(run=run, kind=TimerKind.USER_TIMER).order_by("fire_at")
+    return {
+        "activities": [
+            {
+                "scheduled_event_id": a.scheduled_event_id,
+                "activity_id": a.activity_id,
+                "activity_type": a.activity_type,
+                "attempt": a.attempt,
+            }
+            for a in activities
+        ],
+        "timers": [{"timer_id": t.timer_id, "fire_at": t.fire_at.isoformat()} for t in timers],
+    }
+
+
+def _chain_from(base: WorkflowExecution, current: WorkflowExecution) -> list[WorkflowExecution]:
+    """The base run and its successors (continue-as-new, retries) up to the current run."""
+    chain = [base]
+    run = base
+    while run.new_run_id and run.run_id != current.run_id and len(chain) < 1000:
+        following = WorkflowExecution.objects.filter(run_id=run.new_run_id).first()
+        if following is None:
+            break
+        chain.append(following)
+        run = following
+    return chain
+
+
+def _signals_after(
+    base: WorkflowExecution, current: WorkflowExecution, event_id: int
+) -> list[tuple[uuid.UUID, dict[str, Any]]]:
+    """Signals recorded after the point in the base run and its successors, in order."""
+    signals: list[tuple[uuid.UUID, dict[str, Any]]] = []
+    for run in _chain_from(base, current):
+        after = event_id if run.run_id == base.run_id else 0
+        recorded = HistoryEvent.objects.filter(
+            run=run, event_type="WorkflowExecutionSignaled", event_id__gte=after
+        ).order_by("event_id")
+        signals += [(run.run_id, e.attributes) for e in recorded]
+        if run.is_running:
+            # Signals still buffered behind an in-flight workflow task count too.
+            signals += [
+                (run.run_id, b["attributes"])
+                for b in run.buffered_events
+                if b["event_type"] == "WorkflowExecutionSignaled"
+            ]
+    return signals
+
+
+def plan_reset(
+    base: WorkflowExecution, current: WorkflowExecution, point: ResetPoint, *, reapply_signals: bool
+) -> ResetPlan:
+    event_id = resolve_reset_point(base, point)
+    kept = list(HistoryEvent.objects.filter(run=base, event_id__lt=event_id).order_by("event_id"))
+    state = replay_state(kept)
+    if not state.wft_scheduled_event_id:
+        raise invalid(f"no workflow task is pending just before event {event_id}", event_id=event_id)
+    signals = _signals_after(base, current, event_id) if reapply_signals else []
+    return ResetPlan(base, current, event_id, kept, state, signals)
+
+
+def _base_and_current(
+    namespace: Namespace, workflow_id: str, run_id: str | None, *, lock: bool
+) -> tuple[WorkflowExecution, WorkflowExecution]:
+    """The current run (running, else latest) and the base (the given run, else the current)."""
+    if lock:
+        current = lock_execution(namespace, workflow_id, None)
+        if not run_id or str(run_id) == str(current.run_id):
+            return current, current
+        return lock_execution(namespace, workflow_id, run_id), current
+    runs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id=workflow_id)
+    current_or_none = (
+        runs.filter(status=ExecutionStatus.RUNNING).first() or runs.order_by("-start_time").first()
+    )
+    if current_or_none is None:
+        raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
+    if not run_id:
+        return current_or_none, current_or_none
+    try:
+        given = runs.filter(run_id=uuid.UUID(str(run_id))).first()
+    except ValueError:
+        raise invalid("run_id must be a UUID") from None
+    if given is None:
+        raise ChronicleError(ErrorCode.NOT_FOUND, f"run {run_id} of {workflow_id!r} not found")
+    return given, current_or_none
+
+
+def preview_reset(
+    namespace: Namespace,
+    *,
+    workflow_id: str,
+    run_id: str | None,
+    point: ResetPoint,
+    reapply_signals: bool = True,
+) -> dict[str, Any]:
+    """What :func:`reset_workflow_execution` would do, without writing anything."""
+    base, current = _base_and_current(namespace, workflow_id, run_id, lock=False)
+    return plan_reset(base, current, point, reapply_signals=reapply_signals).preview()
+
+
+# -- the reset itself -------------------------------------------------------------------------
+def reset_workflow_execution(
+    namespace: Namespace,
+    *,
+    workflow_id: str,
+    run_id: str | None,
+    point: ResetPoint,
+    reason: str,
+    reapply_signals: bool = True,
+    request_id: str = "",
+    identity: str = "",
+) -> str:
+    """Reset the run (the current one unless ``run_id``) to ``point``; return the new run's id.
+
+    A retried request with the same ``request_id`` returns the run the first one made.
+    """
+    if not reason.strip():
+        raise invalid("reason is required")
+    try:
+        with transaction.atomic(durable=True):
+            base, current = _base_and_current(namespace, workflow_id, run_id, lock=True)
+            if request_id and current.create_request_id == request_id:
+                return str(current.run_id)
+            plan = plan_reset(base, current, point, reapply_signals=reapply_signals)
+            new_run_id = _reset_txn(namespace, plan, reason=reason, request_id=request_id, identity=identity)
+            crash_point("before_commit")
+    except IntegrityError:
+        raise ChronicleError(
+            ErrorCode.CONFLICT, "another run of this workflow id started during the reset; retry"
+        ) from None
+    crash_point("after_commit_before_reply")
+    return new_run_id
+
+
+def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id: str, identity: str) -> str:
+    now = timezone.now()
+    new = _new_run(plan, now, request_id)
+    terminated = plan.current.is_running
+    if terminated:
+        ending = ExecutionMutation(plan.current, namespace)
+        plan.current.reset_run_id = new.run_id
+        _terminate(ending, reason, None, RESETTER_IDENTITY)
+        ending.save()
+    if not terminated or plan.base.run_id != plan.current.run_id:
+        WorkflowExecution.objects.filter(run_id=plan.base.run_id).update(reset_run_id=new.run_id)
+    # Foreign keys are checked at commit, so the copied events and restored rows may be
+    # written before the new run's row, which the mutation inserts when it saves.
+    _copy_events(plan, new)
+    mutation = ExecutionMutation(new, namespace)
+    mutation.now = now
+    _fail_reset_task(mutation, plan, reason)
+    _restore_pending(mutation, plan.state)
+    _reapply_signals(mutation, plan, identity)
+    mutation.schedule_workflow_task()
+    arm_workflow_timeouts(mutation)
+    mutation.save()
+    return str(new.run_id)
+
+
+_NOT_COPIED = {
+    "run_id",
+    "status",
+    "next_event_id",
+    "history_size_bytes",
+    "start_time",
+    "execution_time",
+    "close_time",
+    "execution_expiration_time",
+    "result",
+    "failure",
+    "create_request_id",
+    "new_run_id",
+    "signal_count",
+    "cancel_requested",
+    "buffered_events",
+    "search_attributes",
+    "sticky_task_queue",
+    "reset_base_run_id",
+    "reset_event_id",
+    "reset_run_id",
+}
+
+
+def _new_run(plan: ResetPlan, now: datetime, request_id: str) -> WorkflowExecution:
+    """The reset run's row: the base's settings, the replayed state, clocks from now."""
+    base, state = plan.base, plan.state
+    settings = {
+        f.attname: getattr(base, f.attname)
+        for f in WorkflowExecution._meta.concrete_fields
+        if f.name not in _NOT_COPIED and not f.name.startswith("wft_") and not f.name.startswith("last_wft")
+    }
+    return WorkflowExecution(
+        **settings,
+        run_id=uuid.uuid4(),
+        status=ExecutionStatus.RUNNING,
+        next_event_id=plan.event_id,
+        history_size_bytes=state.history_size_bytes,
+        start_time=now,
+        execution_time=now,
+        execution_expiration_time=(
+            now + timedelta(seconds=base.execution_timeout) if base.execution_timeout else None
+        ),
+        create_request_id=request_id or str(uuid.uuid4()),
+        signal_count=state.signal_count,
+        cancel_requested=state.cancel_requested,
+        search_attributes=state.search_attributes,
+        wft_scheduled_event_id=state.wft_scheduled_event_id,
+        wft_started_event_id=state.wft_started_event_id,
+        last_wft_started_event_id=state.last_wft_started_event_id,
+        last_wft_completed_event_id=state.last_wft_completed_event_id,
+        reset_base_run_id=base.run_id,
+        reset_event_id=plan.event_id,
+    )
+
+
+def _copy_events(plan: ResetPlan, new: WorkflowExecution) -> None:
+    """Copy events ``1 .. point-1`` server-side: the rows never travel through Python."""
+    table = HistoryEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (run_id, shard_id, event_id, event_type, event_time, attributes) "
+            f"SELECT %s, shard_id, event_id, event_type, event_time, attributes FROM {table} "
+            "WHERE run_id = %s AND event_id < %s",
+            [new.run_id, plan.base.run_id, plan.event_id],
+        )
+    SignalRequest.objects.bulk_create(
+        [SignalRequest(run=new, request_id=r) for r in set(plan.state.signal_request_ids)]
+    )
+
+
+def _fail_reset_task(m: ExecutionMutation, plan: ResetPlan, reason: str) -> None:
+    """Close the workflow task pending at the point as failed by the reset."""
+    ex = m.execution
+    if not ex.wft_started_event_id:
+        ex.wft_started_event_id = m.append(
+            "WorkflowTaskStarted",
+            {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "identity": "history-service",
+                "request_id": str(uuid.uuid4()),
+                "history_size_bytes": ex.history_size_bytes,
+            },
+        )
+    m.append(
+        "WorkflowTaskFailed",
+        {
+            "scheduled_event_id": ex.wft_scheduled_event_id,
+            "started_event_id": ex.wft_started_event_id,
+            "cause": RESET_CAUSE,
+            "failure": {"message": reason, "source": "server", "reset_workflow_failure_info": {}},
+            "identity": "history-service",
+            "base_run_id": str(plan.base.run_id),
+            "new_run_id": str(ex.run_id),
+            "fork_event_version": 0,
+        },
+    )
+    m.clear_workflow_task()
+    ex.wft_attempt = 1
+
+
+def _restore_pending(m: ExecutionMutation, state: ReplayedState) -> None:
+    """Activities pending at the point run again from now; timers keep their deadlines."""
+    for scheduled, attrs in sorted(state.activities.items()):
+        restore_activity_txn(m, scheduled, attrs)
+    for scheduled, requested in state.activity_cancel_requests.items():
+        PendingActivity.objects.filter(run=m.execution, scheduled_event_id=scheduled).update(
+            cancel_requested_event_id=requested
+        )
+    for timer in state.timers.values():
+        m.add_timer(
+            TimerKind.USER_TIMER,
+            timer.fire_at,
+            timer_id=timer.timer_id,
+            scheduled_event_id=timer.started_event_id,
+        )
+
+
+def _reapply_signals(m: ExecutionMutation, plan: ResetPlan, identity: str) -> None:
+    for _, attrs in plan.signals:
+        m.execution.signal_count += 1
+        m.append(
+            "WorkflowExecutionSignaled",
+            {
+                "signal_name": attrs.get("signal_name", ""),
+                "input": attrs.get("input") or [],
+                "identity": attrs.get("identity") or identity,
+                "request_id": attrs.get("request_id") or "",
+            },
+        )
+        if attrs.get("request_id"):
+            SignalRequest.objects.get_or_create(run=m.execution, request_id=attrs["request_id"])

@@ -1,0 +1,401 @@
+"""Transfer duties: changes one execution asks of another, carried by the shard owner.
+
+A duty is a ``TimerTask`` row due at once on the asking run's shard. Carrying it takes
+two transactions, never one across shards: first the change to the other execution
+through its own kernel operation (made idempotent by a request id derived from the duty),
+then, under the duty's shard fence, the outcome recorded on the asking run together with
+the row's deletion. A crash between the two repeats the first harmlessly.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from chronicle.errors import ChronicleError, ErrorCode
+from history.kernel._mutation import ExecutionMutation, lock_run
+from history.kernel.executions import (
+    ParentLink,
+    StartRequest,
+    request_cancel_workflow_execution,
+    signal_workflow_execution,
+    start_workflow_execution,
+    terminate_workflow_execution,
+)
+from history.kernel.timers import ShardFence, check_fence
+from history.models import (
+    ExecutionStatus,
+    ExternalRequestKind,
+    HistoryEvent,
+    ParentClosePolicy,
+    PendingChildExecution,
+    PendingExternalRequest,
+    TimerKind,
+    TimerTask,
+    WorkflowExecution,
+)
+
+log = logging.getLogger("chronicle.transfers")
+
+TRANSFER_KINDS = frozenset(
+    {
+        TimerKind.START_CHILD,
+        TimerKind.CHILD_CLOSED,
+        TimerKind.PARENT_CLOSE_POLICY,
+        TimerKind.SIGNAL_EXTERNAL,
+        TimerKind.CANCEL_EXTERNAL,
+    }
+)
+RETRY_LATER = timedelta(milliseconds=200)
+NOT_FOUND = "EXTERNAL_WORKFLOW_EXECUTION_NOT_FOUND"
+
+
+class NotYet(Exception):
+    """The duty depends on an outcome not recorded yet: try again shortly."""
+
+
+def process_transfer(fence: ShardFence, timer_id: int) -> bool:
+    """Carry one duty of the fenced shard; return whether it was done (False: gone or deferred)."""
+    row = TimerTask.objects.select_related("run__namespace").filter(id=timer_id).first()
+    if row is None:
+        return False
+    try:
+        _CARRIERS[TimerKind(row.kind)](fence, row)
+    except NotYet:
+        with transaction.atomic(durable=True):
+            check_fence(fence)
+            TimerTask.objects.filter(id=row.id).update(fire_at=timezone.now() + RETRY_LATER)
+        return False
+    return True
+
+
+def _record(fence: ShardFence, row: TimerTask, apply: Callable[[ExecutionMutation], None]) -> None:
+    """Under the fence: lock the row's run, apply the outcome, delete the row; once only."""
+    with transaction.atomic(durable=True):
+        check_fence(fence)
+        try:
+            execution = lock_run(row.run_id)
+        except ChronicleError:
+            return  # retention deleted the run, and the row with it
+        if not TimerTask.objects.select_for_update().filter(id=row.id).exists():
+            return
+        mutation = ExecutionMutation(execution, execution.namespace)
+        apply(mutation)
+        TimerTask.objects.filter(id=row.id).delete()
+        mutation.save()
+
+
+def _execution_ref(workflow_id: str, run_id: str) -> dict[str, str]:
+    return {"workflow_id": workflow_id, "run_id": run_id}
+
+
+# -- starting a child ---------------------------------------------------------------------
+
+
+def _start_child(fence: ShardFence, row: TimerTask) -> None:
+    parent = row.run
+    child = PendingChildExecution.objects.filter(
+        run=parent, initiated_event_id=row.scheduled_event_id
+    ).first()
+    if child is None or (not parent.is_running and child.started_run_id is None):
+        _record(fence, row, lambda m: _forget_child(m, row.scheduled_event_id))
+        return
+    run_id, cause = _start_child_run(parent, child)
+    _record(fence, row, lambda m: _child_start_outcome(m, row.scheduled_event_id, run_id, cause))
+
+
+def _start_child_run(parent: WorkflowExecution, child: PendingChildExecution) -> tuple[str, str]:
+    """Start the child in its own transaction; return (run id, "") or ("", failure cause)."""
+    a = child.request
+    request = StartRequest(
+        workflow_id=child.workflow_id,
+        workflow_type=child.workflow_type,
+        task_queue=a["task_queue"]["name"],
+        input=a.get("input") or [],
+        request_id=f"{parent.run_id}:{child.initiated_event_id}",
+        id_reuse_policy=a["workflow_id_reuse_policy"].removeprefix("WORKFLOW_ID_REUSE_POLICY_"),
+        execution_timeout=a.get("workflow_execution_timeout") or 0.0,
+        run_timeout=a.get("workflow_run_timeout") or 0.0,
+        task_timeout=a.get("workflow_task_timeout") or parent.task_timeout,
+        memo=a.get("memo") or {},
+        search_attributes=a.get("search_attributes") or {},
+        retry_policy=a.get("retry_policy"),
+        identity=f"parent {parent.workflow_id}",
+        parent=ParentLink(
+            namespace=parent.namespace.name,
+            workflow_id=parent.workflow_id,
+            run_id=str(parent.run_id),
+            initiated_event_id=child.initiated_event_id,
+        ),
+    )
+    try:
+        return start_workflow_execution(parent.namespace, request).run_id, ""
+    except ChronicleError as exc:
+        if exc.code != ErrorCode.WORKFLOW_ALREADY_STARTED:
+            raise
+        return "", "START_CHILD_WORKFLOW_EXECUTION_FAILED_CAUSE_WORKFLOW_ALREADY_EXISTS"
+
+
+def _forget_child(m: ExecutionMutation, initiated_event_id: int) -> None:
+    PendingChildExecution.objects.filter(run=m.execution, initiated_event_id=initiated_event_id).delete()
+
+
+def _child_start_outcome(m: ExecutionMutation, initiated_event_id: int, run_id: str, cause: str) -> None:
+    child = (
+        PendingChildExecution.objects.select_for_update()
+        .filter(run=m.execution, initiated_event_id=initiated_event_id)
+        .first()
+    )
+    if child is None or child.started_run_id is not None:
+        return  # forgotten, or this outcome is already recorded
+    common = {
+        "namespace": m.namespace.name,
+        "initiated_event_id": initiated_event_id,
+        "workflow_type": {"name": child.workflow_type},
+    }
+    if cause:
+        child.delete()
+        if m.execution.is_running:
+            m.add_outside_event(
+                "StartChildWorkflowExecutionFailed",
+                {
+                    **common,
+                    "workflow_id": child.workflow_id,
+                    "cause": cause,
+                    "control": child.request.get("control", ""),
+                    "workflow_task_completed_event_id": child.request["workflow_task_completed_event_id"],
+                },
+            )
+        return
+    child.started_run_id = uuid.UUID(run_id)
+    if m.execution.is_running:
+        child.started_event_id = m.add_outside_event(
+            "ChildWorkflowExecutionStarted",
+            {**common, "workflow_execution": _execution_ref(child.workflow_id, run_id), "header": {}},
+        )
+    elif child.parent_close_policy != ParentClosePolicy.ABANDON:
+        # The parent closed while its child was starting: the child gets the close policy now.
+        m.add_timer(TimerKind.PARENT_CLOSE_POLICY, m.now, scheduled_event_id=initiated_event_id)
+    child.save()
+
+
+# -- a child closed -----------------------------------------------------------------------
+
+_CHILD_CLOSE_EVENTS = {
+    ExecutionStatus.COMPLETED: ("ChildWorkflowExecutionCompleted", ("result",)),
+    ExecutionStatus.FAILED: ("ChildWorkflowExecutionFailed", ("failure", "retry_state")),
+    ExecutionStatus.CANCELED: ("ChildWorkflowExecutionCanceled", ("details",)),
+    ExecutionStatus.TERMINATED: ("ChildWorkflowExecutionTerminated", ()),
+    ExecutionStatus.TIMED_OUT: ("ChildWorkflowExecutionTimedOut", ("retry_state",)),
+}
+
+
+def _child_closed(fence: ShardFence, row: TimerTask) -> None:
+    """Report the closed child (the row's run) to its parent, then drop the row."""
+    child_run = row.run
+    if child_run.parent_run_id is not None:
+        _report_to_parent(child_run)
+    _record(fence, row, lambda m: None)
+
+
+def _report_to_parent(child_run: WorkflowExecution) -> None:
+    close_event = HistoryEvent.objects.get(run=child_run, event_id=child_run.next_event_id - 1)
+    event_type, carried = _CHILD_CLOSE_EVENTS[ExecutionStatus(child_run.status)]
+    assert child_run.parent_run_id is not None
+    with transaction.atomic(durable=True):
+        try:
+            parent = lock_run(child_run.parent_run_id)
+        except ChronicleError:
+            return  # the parent is gone (retention)
+        child = (
+            PendingChildExecution.objects.select_for_update()
+            .filter(run=parent, workflow_id=child_run.workflow_id, started_run_id=child_run.first_run_id)
+            .first()
+        )
+        if child is None:
+            # Already reported, abandoned, or the parent never recorded this start.
+            if PendingChildExecution.objects.filter(
+                run=parent, workflow_id=child_run.workflow_id, started_run_id__isnull=True
+            ).exists():
+                raise NotYet
+            return
+        if not parent.is_running:
+            child.delete()
+            return
+        if child.started_event_id == 0:
+            raise NotYet  # ChildWorkflowExecutionStarted is still buffered in the parent
+        mutation = ExecutionMutation(parent, parent.namespace)
+        mutation.add_outside_event(
+            event_type,
+            {
+                **{name: close_event.attributes.get(name) for name in carried},
+                "namespace": parent.namespace.name,
+                "workflow_execution": _execution_ref(child_run.workflow_id, str(child_run.run_id)),
+                "workflow_type": {"name": child.workflow_type},
+                "initiated_event_id": child.initiated_event_id,
+                "started_event_id": child.started_event_id,
+            },
+        )
+        child.delete()
+        mutation.save()
+
+
+# -- parent close policy ------------------------------------------------------------------
+
+
+def _parent_close_policy(fence: ShardFence, row: TimerTask) -> None:
+    """Terminate or cancel the closed parent's child (whichever run of its chain is open)."""
+    parent = row.run
+    child = PendingChildExecution.objects.filter(
+        run=parent, initiated_event_id=row.scheduled_event_id
+    ).first()
+    if child is not None and child.started_run_id is not None:
+        _apply_policy(parent, child)
+    _record(fence, row, lambda m: _forget_child(m, row.scheduled_event_id))
+
+
+def _apply_policy(parent: WorkflowExecution, child: PendingChildExecution) -> None:
+    namespace = parent.namespace
+    assert child.started_run_id is not None
+    external = {
+        "external_workflow_execution": _execution_ref(parent.workflow_id, str(parent.run_id)),
+    }
+    for _ in range(3):  # the child's chain may move on (continue-as-new) under us
+        current = WorkflowExecution.objects.filter(
+            namespace=namespace,
+            workflow_id=child.workflow_id,
+            first_run_id=child.started_run_id,
+            status=ExecutionStatus.RUNNING,
+        ).first()
+        if current is None:
+            return
+        try:
+            if child.parent_close_policy == ParentClosePolicy.TERMINATE:
+                terminate_workflow_execution(
+                    namespace,
+                    workflow_id=child.workflow_id,
+                    run_id=str(current.run_id),
+                    reason="by parent close policy",
+                    identity="history-service",
+                )
+            else:
+                request_cancel_workflow_execution(
+                    namespace,
+                    workflow_id=child.workflow_id,
+                    run_id=str(current.run_id),
+                    reason="by parent close policy",
+                    identity="history-service",
+                    external=external,
+                )
+            return
+        except ChronicleError as exc:
+            if exc.code != ErrorCode.WORKFLOW_NOT_RUNNING:
+                raise
+
+
+# -- signals and cancellations to other workflows -----------------------------------------
+
+
+def _external_request(fence: ShardFence, row: TimerTask) -> None:
+    source = row.run
+    request = PendingExternalRequest.objects.filter(
+        run=source, initiated_event_id=row.scheduled_event_id
+    ).first()
+    if request is None or not source.is_running:
+        _record(fence, row, lambda m: None)
+        return
+    cause = _deliver(source, request)
+    _record(fence, row, lambda m: _external_outcome(m, request, cause))
+
+
+def _deliver(source: WorkflowExecution, request: PendingExternalRequest) -> str:
+    """Signal or cancel the target in its own transaction; return "" or the failure cause."""
+    target = WorkflowExecution.objects.filter(namespace=source.namespace, workflow_id=request.workflow_id)
+    if request.target_run_id:
+        run_id = _uuid_or_none(request.target_run_id)
+        if run_id is None:
+            return NOT_FOUND
+        target = target.filter(run_id=run_id)
+    current = target.order_by("-start_time").first()
+    if current is None or not current.is_running:
+        return NOT_FOUND
+    if request.child_workflow_only and current.parent_run_id != source.run_id:
+        return NOT_FOUND
+    external = {
+        "external_workflow_execution": _execution_ref(source.workflow_id, str(source.run_id)),
+    }
+    try:
+        if request.kind == ExternalRequestKind.SIGNAL:
+            signal_workflow_execution(
+                source.namespace,
+                workflow_id=request.workflow_id,
+                run_id=str(current.run_id),
+                signal_name=request.signal_name,
+                input=request.input,
+                request_id=f"{source.run_id}:{request.initiated_event_id}",
+                identity=f"workflow {source.workflow_id}",
+                external=external,
+            )
+        else:
+            request_cancel_workflow_execution(
+                source.namespace,
+                workflow_id=request.workflow_id,
+                run_id=str(current.run_id),
+                reason=request.reason,
+                identity=f"workflow {source.workflow_id}",
+                external={**external, "external_initiated_event_id": request.initiated_event_id},
+            )
+    except ChronicleError as exc:
+        if exc.code == ErrorCode.LIMIT_EXCEEDED:
+            return "SIGNAL_COUNT_LIMIT_EXCEEDED"
+        if exc.code in (ErrorCode.NOT_FOUND, ErrorCode.WORKFLOW_NOT_RUNNING):
+            return NOT_FOUND
+        raise
+    return ""
+
+
+def _uuid_or_none(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def _external_outcome(m: ExecutionMutation, request: PendingExternalRequest, cause: str) -> None:
+    if not PendingExternalRequest.objects.filter(id=request.id).delete()[0] or not m.execution.is_running:
+        return
+    signal = request.kind == ExternalRequestKind.SIGNAL
+    attributes: dict[str, Any] = {
+        "initiated_event_id": request.initiated_event_id,
+        "namespace": m.namespace.name,
+        "workflow_execution": _execution_ref(request.workflow_id, request.target_run_id),
+    }
+    if cause:
+        event_type = (
+            "SignalExternalWorkflowExecutionFailed"
+            if signal
+            else "RequestCancelExternalWorkflowExecutionFailed"
+        )
+        attributes["cause"] = (
+            f"{'SIGNAL' if signal else 'CANCEL'}_EXTERNAL_WORKFLOW_EXECUTION_FAILED_CAUSE_{cause}"
+        )
+    else:
+        event_type = (
+            "ExternalWorkflowExecutionSignaled" if signal else "ExternalWorkflowExecutionCancelRequested"
+        )
+    m.add_outside_event(event_type, attributes)
+
+
+_CARRIERS: dict[TimerKind, Callable[[ShardFence, TimerTask], None]] = {
+    TimerKind.START_CHILD: _start_child,
+    TimerKind.CHILD_CLOSED: _child_closed,
+    TimerKind.PARENT_CLOSE_POLICY: _parent_close_policy,
+    TimerKind.SIGNAL_EXTERNAL: _external_request,
+    TimerKind.CANCEL_EXTERNAL: _external_request,
+}
