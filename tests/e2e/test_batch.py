@@ -58,9 +58,9 @@ def _settled(api: Api, job_id: str) -> dict[str, Any] | None:
     return first if _job(api, job_id) == first else None
 
 
-def _count(api: Api, **filters: str) -> int:
-    rows = api.get("/workflows", page_size=1000, **filters).json()["executions"]
-    return len(rows)
+def _count(api: Api, *, workflow_type: str, status: str) -> int:
+    query = f"WorkflowType = '{workflow_type}' AND ExecutionStatus = '{status}'"
+    return int(api.get("/workflow-count", query=query).json()["count"])
 
 
 def test_a_batch_reset_of_200_runs_completes_with_progress_and_records_failures(

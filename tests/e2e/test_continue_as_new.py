@@ -269,7 +269,7 @@ def test_bad_continue_as_new_attributes_fail_the_task_not_the_run(
     assert failed["cause"] == "WORKFLOW_TASK_FAILED_CAUSE_BAD_CONTINUE_AS_NEW_ATTRIBUTES"
     assert "cron_schedule" in failed["failure"]["message"]
     assert _run(api, wid, first)["status"] == "Running"
-    r = api.get("/workflows", workflow_id=wid)
+    r = api.get("/workflows", query=f"WorkflowId = '{wid}'")
     assert len(r.json()["executions"]) == 1  # no second run was created
 
 
