@@ -292,6 +292,7 @@ class PendingExternalRequest(models.Model):
     signal_name = models.CharField(max_length=1000, default="")
     input = models.JSONField(default=list)
     reason = models.TextField(default="")
+    workflow_task_completed_event_id = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [

@@ -385,6 +385,7 @@ def _external_outcome(m: ExecutionMutation, request: PendingExternalRequest, cau
         attributes["cause"] = (
             f"{'SIGNAL' if signal else 'CANCEL'}_EXTERNAL_WORKFLOW_EXECUTION_FAILED_CAUSE_{cause}"
         )
+        attributes["workflow_task_completed_event_id"] = request.workflow_task_completed_event_id
     else:
         event_type = (
             "ExternalWorkflowExecutionSignaled" if signal else "ExternalWorkflowExecutionCancelRequested"

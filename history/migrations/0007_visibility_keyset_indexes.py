@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('history', '0005_cron_schedule'),
+        ('history', '0006_external_request_workflow_task'),
     ]
 
     operations = [
