@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
-
 from chronicle.errors import ChronicleError, ErrorCode, invalid
+from executions import visibility
 from history.kernel.responses import serialize_event
 from history.kernel.schedules import upcoming_action_times
 from history.kernel.versioning import wire_build_id
@@ -23,7 +21,6 @@ from history.models import (
 from namespaces.models import Namespace
 
 HISTORY_MAX_PAGE = 256
-LIST_MAX_PAGE = 1000
 
 
 def execution_get(namespace: Namespace, workflow_id: str, run_id: str | None) -> WorkflowExecution:
@@ -130,61 +127,12 @@ def history_page(
     return [serialize_event(e) for e in events], (events[-1].event_id if more else None)
 
 
-def execution_filter(
-    namespace: Namespace,
-    *,
-    workflow_type: str = "",
-    status: str = "",
-    workflow_id: str = "",
-    started_after: datetime | None = None,
-    started_before: datetime | None = None,
-    closed_after: datetime | None = None,
-    closed_before: datetime | None = None,
-) -> QuerySet[WorkflowExecution]:
-    """The runs of a namespace that match the list filters."""
-    qs = WorkflowExecution.objects.filter(namespace=namespace)
-    if workflow_type:
-        qs = qs.filter(workflow_type=workflow_type)
-    if status:
-        if status not in ExecutionStatus.values:
-            raise invalid(f"unknown status {status!r}", known=ExecutionStatus.values)
-        qs = qs.filter(status=status)
-    if workflow_id:
-        qs = qs.filter(workflow_id=workflow_id)
-    if started_after:
-        qs = qs.filter(start_time__gte=started_after)
-    if started_before:
-        qs = qs.filter(start_time__lt=started_before)
-    if closed_after:
-        qs = qs.filter(close_time__gte=closed_after)
-    if closed_before:
-        qs = qs.filter(close_time__lt=closed_before)
-    return qs
-
-
 def execution_list(
-    namespace: Namespace,
-    *,
-    page_size: int = 100,
-    cursor: str = "",
-    **filters: Any,
+    namespace: Namespace, *, query: str = "", page_size: int = 100, next_page_token: str = ""
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Newest first, keyset-paginated on (start_time, run_id) so deep pages stay fast."""
-    qs = execution_filter(namespace, **filters)
-    if cursor:
-        try:
-            stamp, run = cursor.split("|")
-            cursor_time = datetime.fromisoformat(stamp)
-            cursor_run = uuid.UUID(run)
-        except ValueError:
-            raise invalid("bad page cursor") from None
-        qs = qs.filter(Q(start_time__lt=cursor_time) | Q(start_time=cursor_time, run_id__lt=cursor_run))
-    page_size = max(1, min(page_size, LIST_MAX_PAGE))
-    rows = list(qs.order_by("-start_time", "-run_id")[: page_size + 1])
-    more = len(rows) > page_size
-    rows = rows[:page_size]
-    next_cursor = f"{rows[-1].start_time.isoformat()}|{rows[-1].run_id}" if more else None
-    return [execution_summary(r) for r in rows], next_cursor
+    """One keyset page of the runs ``query`` selects (see ``executions.visibility``)."""
+    rows, token = visibility.page(namespace, query, page_size=page_size, next_page_token=next_page_token)
+    return [execution_summary(r) for r in rows], token
 
 
 def schedule_get(namespace: Namespace, schedule_id: str) -> Schedule:

@@ -8,6 +8,7 @@ _w = "workflows/<str:workflow_id>"
 _r = _w + "/runs/<str:run_id>"
 urlpatterns = [
     path("workflows", api.WorkflowListApi.as_view(), name="workflows"),
+    path("workflow-count", api.WorkflowCountApi.as_view()),
     path("signal-with-start", api.SignalWithStartApi.as_view()),
     path("schedules", schedule_api.ScheduleListApi.as_view()),
     path("schedules/<str:schedule_id>", schedule_api.ScheduleDetailApi.as_view()),
@@ -16,6 +17,8 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/unpause", schedule_api.ScheduleUnpauseApi.as_view()),
     path("schedules/<str:schedule_id>/trigger", schedule_api.ScheduleTriggerApi.as_view()),
     path("schedules/<str:schedule_id>/backfill", schedule_api.ScheduleBackfillApi.as_view()),
+    path("search-attributes", api.SearchAttributeListApi.as_view()),
+    path("search-attributes/<str:name>", api.SearchAttributeDetailApi.as_view()),
     path("batch-operations", batch_api.BatchListApi.as_view()),
     path("batch-operations/<str:job_id>", batch_api.BatchDetailApi.as_view()),
     path("batch-operations/<str:job_id>/stop", batch_api.BatchStopApi.as_view()),

@@ -96,10 +96,13 @@ class WorkflowExecution(models.Model):
         ]
         indexes = [
             models.Index(fields=["namespace", "workflow_id", "-start_time"], name="exec_wid_start"),
-            models.Index(fields=["namespace", "-start_time"], name="exec_ns_start"),
-            models.Index(fields=["namespace", "status", "-start_time"], name="exec_ns_status"),
-            models.Index(fields=["namespace", "workflow_type", "-start_time"], name="exec_ns_type"),
-            models.Index(fields=["namespace", "-close_time"], name="exec_ns_close"),
+            # Visibility: each serves a filter and the keyset order (sort key, then run_id).
+            models.Index(fields=["namespace", "-start_time", "-run_id"], name="exec_ns_start"),
+            models.Index(fields=["namespace", "status", "-start_time", "-run_id"], name="exec_ns_status"),
+            models.Index(
+                fields=["namespace", "workflow_type", "-start_time", "-run_id"], name="exec_ns_type"
+            ),
+            models.Index(fields=["namespace", "-close_time", "-run_id"], name="exec_ns_close"),
             GinIndex(fields=["search_attributes"], name="exec_search_attrs"),
         ]
 

@@ -127,3 +127,30 @@ class RateBucket(models.Model):
     updated_at = models.DateTimeField()
     granted = models.BooleanField(default=True)
     throttled_count = models.PositiveBigIntegerField(default=0)
+
+
+class IndexedValueType(models.TextChoices):
+    """The types of search attributes, spelled as Temporal spells them."""
+
+    KEYWORD = "Keyword"
+    TEXT = "Text"
+    INT = "Int"
+    DOUBLE = "Double"
+    BOOL = "Bool"
+    DATETIME = "Datetime"
+    KEYWORD_LIST = "KeywordList"
+
+
+class SearchAttribute(models.Model):
+    """A custom search attribute an admin registered for a namespace."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="search_attributes")
+    name = models.CharField(max_length=255)
+    type = models.CharField(max_length=16, choices=IndexedValueType.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="uniq_search_attribute")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace.name}/{self.name} ({self.type})"

@@ -50,6 +50,7 @@ from sdk.schedule import (
     create_schedule,
     list_schedules,
 )
+from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
 
 CLOSE_EVENTS = {
     "WorkflowExecutionCompleted",
@@ -186,7 +187,7 @@ class Client:
         run_timeout: timedelta | None,
         task_timeout: timedelta | None,
         memo: dict[str, Any] | None,
-        search_attributes: dict[str, Any] | None,
+        search_attributes: SearchAttributesInput | None,
         request_id: str | None,
         retry_policy: RetryPolicy | None,
         start_delay: timedelta | None,
@@ -202,7 +203,7 @@ class Client:
             "id_reuse_policy": id_reuse_policy.value,
             "id_conflict_policy": id_conflict_policy.value,
             "memo": {k: self.data_converter.to_payload(v) for k, v in (memo or {}).items()},
-            "search_attributes": dict(search_attributes or {}),
+            "search_attributes": search_attributes_to_wire(search_attributes),
             "identity": self.identity,
         }
         for key, value in (
@@ -234,7 +235,7 @@ class Client:
         run_timeout: timedelta | None = None,
         task_timeout: timedelta | None = None,
         memo: dict[str, Any] | None = None,
-        search_attributes: dict[str, Any] | None = None,
+        search_attributes: SearchAttributesInput | None = None,
         request_id: str | None = None,
         retry_policy: RetryPolicy | None = None,
         start_delay: timedelta | None = None,
@@ -333,34 +334,21 @@ class Client:
         return WorkflowHandle(self, workflow_id, run_id=run_id, result_run_id=run_id, result_type=result_type)
 
     async def list_workflows(
-        self,
-        query: str = "",
-        *,
-        workflow_type: str = "",
-        workflow_id: str = "",
-        status: str = "",
-        page_size: int = 100,
+        self, query: str = "", *, page_size: int = 100
     ) -> AsyncIterator[WorkflowExecutionDescription]:
-        """Executions newest first; ``query`` accepts ``Field = 'value' AND ...`` on the server's filters."""
-        filters = {"workflow_type": workflow_type, "workflow_id": workflow_id, "status": status}
-        filters.update(parse_list_query(query))
-        cursor = ""
+        """Executions matching a visibility query (Temporal's list filter), page by page.
+
+        The server reads the query: ``WorkflowType = 'Order' AND Amount > 100 ORDER BY StartTime``.
+        A query it cannot read raises ``RPCError`` with code ``invalid_query`` and the position.
+        """
+        token = ""
         while True:
-            page = (
-                await self.transport.get(
-                    "/workflows",
-                    params={
-                        **{k: v for k, v in filters.items() if v},
-                        "page_size": page_size,
-                        "cursor": cursor or None,
-                    },
-                )
-                or {}
-            )
+            params = {"query": query, "page_size": page_size, "next_page_token": token or None}
+            page = await self.transport.get("/workflows", params=params) or {}
             for row in page.get("executions", []):
                 yield WorkflowExecutionDescription.from_wire(row)
-            cursor = page.get("next_cursor") or ""
-            if not cursor:
+            token = page.get("next_page_token") or ""
+            if not token:
                 return
 
     async def create_schedule(
@@ -384,6 +372,29 @@ class Client:
         """Every schedule of the namespace, in id order."""
         return list_schedules(self, page_size=page_size)
 
+    async def count_workflows(self, query: str = "") -> WorkflowExecutionCount:
+        """How many executions match ``query``; end it with ``GROUP BY ExecutionStatus`` for groups."""
+        data = await self.transport.get("/workflow-count", params={"query": query}) or {}
+        groups = [
+            WorkflowExecutionCountAggregationGroup(
+                count=int(g["count"]), group_values=list(g["group_values"])
+            )
+            for g in data.get("groups") or []
+        ]
+        return WorkflowExecutionCount(count=int(data.get("count") or 0), groups=groups)
+
+
+@dataclass(frozen=True)
+class WorkflowExecutionCountAggregationGroup:
+    count: int
+    group_values: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class WorkflowExecutionCount:
+    count: int
+    groups: Sequence[WorkflowExecutionCountAggregationGroup]
+
 
 _NO_ARG: Any = object()
 __all__ = [
@@ -406,38 +417,11 @@ __all__ = [
     "ScheduleState",
     "ScheduleUpdate",
     "ScheduleUpdateInput",
+    "WorkflowExecutionCount",
+    "WorkflowExecutionCountAggregationGroup",
     "WorkflowExecutionDescription",
     "WorkflowHandle",
 ]
-_QUERY_FIELDS = {
-    "workflowtype": "workflow_type",
-    "workflowid": "workflow_id",
-    "executionstatus": "status",
-    "starttime>": "started_after",
-    "starttime<": "started_before",
-    "closetime>": "closed_after",
-    "closetime<": "closed_before",
-}
-
-
-def parse_list_query(query: str) -> dict[str, str]:
-    """Map a Temporal-style visibility query (``WorkflowType = 'X' AND ExecutionStatus = 'Running'``)."""
-    result: dict[str, str] = {}
-    if not query.strip():
-        return result
-    for clause in query.split(" AND "):
-        for op in ("=", ">", "<"):
-            if op in clause:
-                field, value = clause.split(op, 1)
-                key = field.strip().lower() + ("" if op == "=" else op)
-                if key not in _QUERY_FIELDS:
-                    raise ValueError(f"unsupported list filter {field.strip()!r}")
-                text = value.strip().strip("'\"")
-                result[_QUERY_FIELDS[key]] = text
-                break
-        else:
-            raise ValueError(f"cannot read list filter {clause!r}")
-    return result
 
 
 class WorkflowHandle:

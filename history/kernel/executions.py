@@ -27,6 +27,11 @@ from history.models import (
     WorkflowQuery,
 )
 from namespaces.models import Namespace
+from namespaces.search_attributes import (
+    BadSearchAttributes,
+    merge_search_attributes,
+    normalize_search_attributes,
+)
 
 REUSE_POLICIES = {
     "ALLOW_DUPLICATE",
@@ -287,6 +292,14 @@ def validate_start(namespace: Namespace, req: StartRequest) -> None:
     check_payload(namespace, req.search_attributes, "search_attributes")
 
 
+def typed_start_search_attributes(namespace: Namespace, attributes: dict[str, Any]) -> dict[str, Any]:
+    """A start's search attributes checked against the namespace's types, in stored form."""
+    try:
+        return merge_search_attributes({}, normalize_search_attributes(namespace, attributes))
+    except BadSearchAttributes as exc:
+        raise invalid(str(exc), cause="BadSearchAttributes") from None
+
+
 def start_workflow_execution(
     namespace: Namespace,
     req: StartRequest,
@@ -299,6 +312,7 @@ def start_workflow_execution(
         # The first run starts now; its first workflow task waits for the next cron time.
         now = timezone.now()
         req = replace(req, start_delay=cron_backoff_seconds(req.cron_schedule, now, now))
+    req = replace(req, search_attributes=typed_start_search_attributes(namespace, req.search_attributes))
     conflict = req.id_conflict_policy or ("USE_EXISTING" if signal else "FAIL")
     if signal and conflict == "FAIL":
         raise invalid("id_conflict_policy FAIL is not valid for signal-with-start")

@@ -29,7 +29,6 @@ from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, lock_execution, payload_size
 from history.kernel.activity_tasks import restore_activity_txn
-from history.kernel.commands import merge_search_attributes
 from history.kernel.executions import arm_workflow_timeouts, terminate_txn
 from history.kernel.versioning import current_build_id
 from history.models import (
@@ -42,6 +41,7 @@ from history.models import (
     WorkflowExecution,
 )
 from namespaces.models import Namespace
+from namespaces.search_attributes import merge_search_attributes
 
 RESET_CAUSE = "WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW"
 RESETTER_IDENTITY = "history-resetter"

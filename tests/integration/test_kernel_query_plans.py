@@ -19,7 +19,7 @@ from django.utils import timezone
 from executions import selectors
 from history.shard_owner import ShardOwner
 from matching.dispatch import poll_once
-from tests.factories import ExecutionFactory, NamespaceFactory
+from tests.factories import ExecutionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -72,27 +72,6 @@ def test_task_claim_reads_the_dispatch_index_and_skips_locked_rows() -> None:
         lambda: poll_once(execution.namespace, execution.task_queue, "workflow", "test-worker"), "SKIP LOCKED"
     )
     assert "task_dispatch_build" in indexes_used(sql)
-
-
-@pytest.mark.parametrize(
-    ("filters", "index"),
-    [
-        ({}, "exec_ns_start"),
-        ({"status": "Running"}, "exec_ns_status"),
-        ({"workflow_type": "T"}, "exec_ns_type"),
-    ],
-)
-def test_execution_list_keyset_page_reads_a_start_time_index(filters: dict[str, str], index: str) -> None:
-    namespace = NamespaceFactory()
-    for _ in range(3):
-        ExecutionFactory(namespace=namespace, workflow_type="T")
-    _, cursor = selectors.execution_list(namespace, page_size=1, **filters)
-    assert cursor is not None
-    sql = captured_sql(
-        lambda: selectors.execution_list(namespace, page_size=1, cursor=cursor, **filters),
-        "history_workflowexecution",
-    )
-    assert index in indexes_used(sql)
 
 
 def test_due_timer_scan_reads_the_shard_fire_at_index() -> None:
