@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_batch_reset import THREADS, _boot
-from run_bench import Api, log, pct, python_exe, stop_procs, with_db
+from run_bench import Api, log, pct, python_exe, with_db
+
+from chronicle.launcher import ProcessGroup
 
 
 def _payload(text: str) -> dict[str, object]:
@@ -106,9 +107,9 @@ def main() -> int:
     env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING", CHRONICLE_ARCHIVE_DIR=archive)
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
-    procs: list[subprocess.Popen[bytes]] = []
+    stack: ProcessGroup | None = None
     try:
-        base, key, procs = _boot(env, python_exe())
+        base, key, stack = _boot(env, python_exe())
         api = Api(base, key)
         log("history size, store on")
         stored = _history_size(api, "sizes-stored")
@@ -127,7 +128,8 @@ def main() -> int:
         deleted_rps = _expire(dburl, "deleted", n, archival=False)
         files = sum(1 for _ in Path(archive).rglob("*.jsonl.gz"))
     finally:
-        stop_procs(procs)
+        if stack is not None:
+            stack.stop()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     print(f"history_size_bytes, 100 signals of 50 kB, payload store on:  {stored:>10,}")

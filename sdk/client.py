@@ -9,9 +9,12 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
+from sdk._build_ids import BuildIdOpAddNewDefault as BuildIdOpAddNewDefault
+from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
+from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
 from sdk._payload_refs import PayloadRefResolver
@@ -26,6 +29,29 @@ from sdk.exceptions import (
     WorkflowAlreadyStartedError,
     WorkflowFailureError,
 )
+from sdk.schedule import (
+    Schedule,
+    ScheduleActionExecutionStartWorkflow,
+    ScheduleActionResult,
+    ScheduleActionStartWorkflow,
+    ScheduleBackfill,
+    ScheduleCalendarSpec,
+    ScheduleDescription,
+    ScheduleHandle,
+    ScheduleInfo,
+    ScheduleIntervalSpec,
+    ScheduleListDescription,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleRange,
+    ScheduleSpec,
+    ScheduleState,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+    create_schedule,
+    list_schedules,
+)
+from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
 
 CLOSE_EVENTS = {
     "WorkflowExecutionCompleted",
@@ -58,6 +84,8 @@ class WorkflowExecutionDescription:
     memo: dict[str, Any]
     search_attributes: dict[str, Any]
     raw: dict[str, Any]
+    # The build the run is pinned to (worker versioning); None when unversioned.
+    assigned_build_id: str | None = None
     parent_id: str | None = None
     parent_run_id: str | None = None
 
@@ -76,6 +104,7 @@ class WorkflowExecutionDescription:
             memo=dict(data.get("memo") or {}),
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
+            assigned_build_id=data.get("assigned_build_id"),
             parent_id=data.get("parent_workflow_id"),
             parent_run_id=data.get("parent_run_id"),
         )
@@ -90,6 +119,16 @@ def _time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
+class EagerWorkflowRunner(Protocol):
+    """What a worker in this process offers an eager start: a free slot and a way to run the task."""
+
+    async def reserve_slot(self) -> bool: ...
+
+    def release_slot(self) -> None: ...
+
+    def run_reserved(self, task: dict[str, Any]) -> None: ...
+
+
 class Client:
     """A connection to one namespace of a Chronicle server."""
 
@@ -100,6 +139,22 @@ class Client:
         self.namespace = transport.namespace
         # Events name payloads past the server's inline limit by digest; this fetches them.
         self.payload_refs = PayloadRefResolver(transport)
+        self._eager_runners: dict[str, list[EagerWorkflowRunner]] = {}
+
+    def register_eager_runner(self, task_queue: str, runner: EagerWorkflowRunner) -> None:
+        """Called by a running worker built on this client: it can take eager starts for its queue."""
+        self._eager_runners.setdefault(task_queue, []).append(runner)
+
+    def unregister_eager_runner(self, task_queue: str, runner: EagerWorkflowRunner) -> None:
+        runners = self._eager_runners.get(task_queue, [])
+        if runner in runners:
+            runners.remove(runner)
+
+    async def _reserve_eager_runner(self, task_queue: str) -> EagerWorkflowRunner | None:
+        for runner in self._eager_runners.get(task_queue, []):
+            if await runner.reserve_slot():
+                return runner
+        return None
 
     @classmethod
     async def connect(
@@ -135,7 +190,7 @@ class Client:
         run_timeout: timedelta | None,
         task_timeout: timedelta | None,
         memo: dict[str, Any] | None,
-        search_attributes: dict[str, Any] | None,
+        search_attributes: SearchAttributesInput | None,
         request_id: str | None,
         retry_policy: RetryPolicy | None,
         start_delay: timedelta | None,
@@ -151,7 +206,7 @@ class Client:
             "id_reuse_policy": id_reuse_policy.value,
             "id_conflict_policy": id_conflict_policy.value,
             "memo": {k: self.data_converter.to_payload(v) for k, v in (memo or {}).items()},
-            "search_attributes": dict(search_attributes or {}),
+            "search_attributes": search_attributes_to_wire(search_attributes),
             "identity": self.identity,
         }
         for key, value in (
@@ -183,15 +238,22 @@ class Client:
         run_timeout: timedelta | None = None,
         task_timeout: timedelta | None = None,
         memo: dict[str, Any] | None = None,
-        search_attributes: dict[str, Any] | None = None,
+        search_attributes: SearchAttributesInput | None = None,
         request_id: str | None = None,
         retry_policy: RetryPolicy | None = None,
         start_delay: timedelta | None = None,
         cron_schedule: str = "",
         start_signal: str | None = None,
         start_signal_args: Sequence[Any] = (),
+        request_eager_start: bool = False,
     ) -> WorkflowHandle:
-        """Start a workflow, or signal-with-start it given ``start_signal``."""
+        """Start a workflow, or signal-with-start it given ``start_signal``.
+
+        ``request_eager_start``: when a worker built on this client polls ``task_queue`` in
+        this process and has a free slot, the server hands the first workflow task back in
+        the start response and that worker runs it at once, skipping a dispatch through the
+        task queue. Otherwise (or if the server declines) the start is an ordinary one.
+        """
         body = self._start_body(
             workflow,
             arg if arg is not None else _NO_ARG,
@@ -215,13 +277,27 @@ class Client:
             path = "/signal-with-start"
             body["signal_name"] = start_signal
             body["signal_input"] = self.data_converter.to_payloads(list(start_signal_args))
+        eager = None
+        if request_eager_start and start_signal is None:
+            eager = await self._reserve_eager_runner(task_queue)
+            body["request_eager_execution"] = eager is not None
         try:
             answer = await self.transport.post(path, body) or {}
-        except AlreadyStartedRPCError as exc:
-            details = exc.details if isinstance(exc.details, dict) else {}
-            raise WorkflowAlreadyStartedError(
-                id, body["workflow_type"], run_id=details.get("run_id")
-            ) from exc
+        except BaseException as exc:
+            if eager is not None:
+                eager.release_slot()
+            if isinstance(exc, AlreadyStartedRPCError):
+                details = exc.details if isinstance(exc.details, dict) else {}
+                raise WorkflowAlreadyStartedError(
+                    id, body["workflow_type"], run_id=details.get("run_id")
+                ) from exc
+            raise
+        if eager is not None:
+            task = answer.get("eager_workflow_task")
+            if task:
+                eager.run_reserved(task)
+            else:
+                eager.release_slot()
         if result_type is None and not isinstance(workflow, str):
             result_type = return_hint(workflow)
         return WorkflowHandle(
@@ -240,73 +316,115 @@ class Client:
     ) -> WorkflowHandle:
         return await self.start_workflow(workflow, arg, start_signal=start_signal, **options)
 
+    async def update_worker_build_id_compatibility(
+        self, task_queue: str, operation: BuildIdOpAddNewDefault
+    ) -> None:
+        """Set the task queue's default build (needs an admin key); new runs are pinned to it."""
+        if not isinstance(operation, BuildIdOpAddNewDefault):
+            raise TypeError("only BuildIdOpAddNewDefault is supported")
+        await self.transport.post(
+            f"/task-queues/{quote(task_queue, safe='')}/build-ids", {"build_id": operation.build_id}
+        )
+
+    async def get_worker_build_id_compatibility(self, task_queue: str) -> WorkerBuildIdVersionSets | None:
+        """The queue's builds, oldest first, the default last; None when it is unversioned."""
+        data = await self.transport.get(f"/task-queues/{quote(task_queue, safe='')}/build-ids") or {}
+        return WorkerBuildIdVersionSets.from_wire(data)
+
     def get_workflow_handle(
         self, workflow_id: str, *, run_id: str | None = None, result_type: Any = None
     ) -> WorkflowHandle:
         return WorkflowHandle(self, workflow_id, run_id=run_id, result_run_id=run_id, result_type=result_type)
 
     async def list_workflows(
-        self,
-        query: str = "",
-        *,
-        workflow_type: str = "",
-        workflow_id: str = "",
-        status: str = "",
-        page_size: int = 100,
+        self, query: str = "", *, page_size: int = 100
     ) -> AsyncIterator[WorkflowExecutionDescription]:
-        """Executions newest first; ``query`` accepts ``Field = 'value' AND ...`` on the server's filters."""
-        filters = {"workflow_type": workflow_type, "workflow_id": workflow_id, "status": status}
-        filters.update(parse_list_query(query))
-        cursor = ""
+        """Executions matching a visibility query (Temporal's list filter), page by page.
+
+        The server reads the query: ``WorkflowType = 'Order' AND Amount > 100 ORDER BY StartTime``.
+        A query it cannot read raises ``RPCError`` with code ``invalid_query`` and the position.
+        """
+        token = ""
         while True:
-            page = (
-                await self.transport.get(
-                    "/workflows",
-                    params={
-                        **{k: v for k, v in filters.items() if v},
-                        "page_size": page_size,
-                        "cursor": cursor or None,
-                    },
-                )
-                or {}
-            )
+            params = {"query": query, "page_size": page_size, "next_page_token": token or None}
+            page = await self.transport.get("/workflows", params=params) or {}
             for row in page.get("executions", []):
                 yield WorkflowExecutionDescription.from_wire(row)
-            cursor = page.get("next_cursor") or ""
-            if not cursor:
+            token = page.get("next_page_token") or ""
+            if not token:
                 return
+
+    async def create_schedule(
+        self,
+        id: str,
+        schedule: Schedule,
+        *,
+        trigger_immediately: bool = False,
+        backfill: Sequence[ScheduleBackfill] = (),
+        memo: dict[str, Any] | None = None,
+    ) -> ScheduleHandle:
+        """Create a schedule on the server; it fires from now on by its spec."""
+        return await create_schedule(
+            self, id, schedule, trigger_immediately=trigger_immediately, backfill=backfill, memo=memo
+        )
+
+    def get_schedule_handle(self, id: str) -> ScheduleHandle:
+        return ScheduleHandle(self, id)
+
+    def list_schedules(self, *, page_size: int = 1000) -> AsyncIterator[ScheduleListDescription]:
+        """Every schedule of the namespace, in id order."""
+        return list_schedules(self, page_size=page_size)
+
+    async def count_workflows(self, query: str = "") -> WorkflowExecutionCount:
+        """How many executions match ``query``; end it with ``GROUP BY ExecutionStatus`` for groups."""
+        data = await self.transport.get("/workflow-count", params={"query": query}) or {}
+        groups = [
+            WorkflowExecutionCountAggregationGroup(
+                count=int(g["count"]), group_values=list(g["group_values"])
+            )
+            for g in data.get("groups") or []
+        ]
+        return WorkflowExecutionCount(count=int(data.get("count") or 0), groups=groups)
+
+
+@dataclass(frozen=True)
+class WorkflowExecutionCountAggregationGroup:
+    count: int
+    group_values: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class WorkflowExecutionCount:
+    count: int
+    groups: Sequence[WorkflowExecutionCountAggregationGroup]
 
 
 _NO_ARG: Any = object()
-_QUERY_FIELDS = {
-    "workflowtype": "workflow_type",
-    "workflowid": "workflow_id",
-    "executionstatus": "status",
-    "starttime>": "started_after",
-    "starttime<": "started_before",
-    "closetime>": "closed_after",
-    "closetime<": "closed_before",
-}
-
-
-def parse_list_query(query: str) -> dict[str, str]:
-    """Map a Temporal-style visibility query (``WorkflowType = 'X' AND ExecutionStatus = 'Running'``)."""
-    result: dict[str, str] = {}
-    if not query.strip():
-        return result
-    for clause in query.split(" AND "):
-        for op in ("=", ">", "<"):
-            if op in clause:
-                field, value = clause.split(op, 1)
-                key = field.strip().lower() + ("" if op == "=" else op)
-                if key not in _QUERY_FIELDS:
-                    raise ValueError(f"unsupported list filter {field.strip()!r}")
-                text = value.strip().strip("'\"")
-                result[_QUERY_FIELDS[key]] = text
-                break
-        else:
-            raise ValueError(f"cannot read list filter {clause!r}")
-    return result
+__all__ = [
+    "Client",
+    "Schedule",
+    "ScheduleActionExecutionStartWorkflow",
+    "ScheduleActionResult",
+    "ScheduleActionStartWorkflow",
+    "ScheduleBackfill",
+    "ScheduleCalendarSpec",
+    "ScheduleDescription",
+    "ScheduleHandle",
+    "ScheduleInfo",
+    "ScheduleIntervalSpec",
+    "ScheduleListDescription",
+    "ScheduleOverlapPolicy",
+    "SchedulePolicy",
+    "ScheduleRange",
+    "ScheduleSpec",
+    "ScheduleState",
+    "ScheduleUpdate",
+    "ScheduleUpdateInput",
+    "WorkflowExecutionCount",
+    "WorkflowExecutionCountAggregationGroup",
+    "WorkflowExecutionDescription",
+    "WorkflowHandle",
+]
 
 
 class WorkflowHandle:
@@ -342,7 +460,13 @@ class WorkflowHandle:
             page = (
                 await self.client.transport.get(
                     self._path("/history", run_id),
-                    params={"after_event_id": after, "wait_new_event": True, "timeout": HISTORY_WAIT_SECONDS},
+                    params={
+                        "after_event_id": after,
+                        "wait_new_event": True,
+                        "timeout": HISTORY_WAIT_SECONDS,
+                        # One answer when the run closes, not one per event it appends.
+                        "history_event_filter_type": "CLOSE_EVENT",
+                    },
                     timeout=HISTORY_WAIT_SECONDS + 30,
                 )
                 or {}

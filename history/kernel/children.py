@@ -151,6 +151,7 @@ def signal_external_workflow(m: ExecutionMutation, a: dict[str, Any], wtc: int) 
         child_only,
         signal_name=signal_name,
         input=a.get("input") or [],
+        workflow_task_completed_event_id=wtc,
     )
 
 
@@ -174,7 +175,14 @@ def cancel_external_workflow(m: ExecutionMutation, a: dict[str, Any], wtc: int) 
         },
     )
     _pending_request(
-        m, ExternalRequestKind.CANCEL, initiated, workflow_id, run_id, child_only, reason=str(reason)
+        m,
+        ExternalRequestKind.CANCEL,
+        initiated,
+        workflow_id,
+        run_id,
+        child_only,
+        reason=str(reason),
+        workflow_task_completed_event_id=wtc,
     )
 
 

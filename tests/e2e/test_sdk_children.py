@@ -430,6 +430,10 @@ def test_an_external_handle_signals_and_cancels_another_workflow(
         failed["cause"]
         == "SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED_CAUSE_EXTERNAL_WORKFLOW_EXECUTION_NOT_FOUND"
     )
+    initiated = {e["event_id"]: e for e in api.events(sender_id)}[failed["initiated_event_id"]]
+    assert initiated["event_type"] == "SignalExternalWorkflowExecutionInitiated"
+    wtc = initiated["attributes"]["workflow_task_completed_event_id"]
+    assert failed["workflow_task_completed_event_id"] == wtc
 
 
 @workflow.defn(name="Root")

@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('history', '0005_cron_schedule'),
-        ('namespaces', '0003_payload_store_and_archival'),
+        ('history', '0009_visibility_keyset_indexes'),
+        ('namespaces', '0005_payload_store_and_archival'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('namespaces', '0002_continue_as_new_settings'),
+        ('namespaces', '0004_search_attributes'),
     ]
 
     operations = [
