@@ -21,7 +21,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from history.cron import CronError, next_cron_time, parse_cron
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Calendar fields in wire order with their ranges and Temporal's defaults.
@@ -113,8 +113,10 @@ class CompiledSpec:
 
     def _candidates(self, after: datetime) -> Iterable[datetime | None]:
         for expr in self.cron_expressions:
-            local = after.astimezone(self.time_zone)
-            yield croniter(expr, local).get_next(datetime).astimezone(UTC)
+            try:
+                yield next_cron_time(expr, after, self.time_zone.key)
+            except CronError:  # an expression that never matches again
+                yield None
         for interval in self.intervals:
             yield interval.next_after(after)
         for calendar in self.calendars:
@@ -168,8 +170,12 @@ def _time_zone(name: str) -> ZoneInfo:
 
 
 def _cron(expr: Any) -> str:
-    if not isinstance(expr, str) or not croniter.is_valid(expr) or len(expr.split()) not in (1, 5, 6):
+    if not isinstance(expr, str):
         raise ValueError(f"invalid cron expression {expr!r}")
+    try:
+        parse_cron(expr)
+    except CronError as error:
+        raise ValueError(f"invalid cron expression {expr!r}: {error}") from None
     return expr
 
 
