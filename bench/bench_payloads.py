@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 import time
@@ -130,6 +131,7 @@ def main() -> int:
     finally:
         if stack is not None:
             stack.stop()
+        shutil.rmtree(archive, ignore_errors=True)
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     print(f"history_size_bytes, 100 signals of 50 kB, payload store on:  {stored:>10,}")
