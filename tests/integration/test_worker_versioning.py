@@ -13,7 +13,7 @@ from matching.dispatch import poll_once
 from namespaces.models import Namespace
 from namespaces.services import build_id_set_current
 from tests.factories import ExecutionFactory, NamespaceFactory
-from tests.integration.test_kernel_query_plans import captured_sql, plan_without_seqscans
+from tests.integration.test_kernel_query_plans import captured_sql, fill_other_queues, plan_without_seqscans
 
 pytestmark = pytest.mark.django_db
 
@@ -131,7 +131,7 @@ def test_setting_the_same_build_twice_records_one_change() -> None:
 def test_the_build_aware_claim_filters_by_build_inside_the_dispatch_index() -> None:
     namespace = NamespaceFactory()
     _set_current(namespace, "orders", "A")
-    ExecutionFactory(namespace=namespace, task_queue="orders")
+    fill_other_queues(ExecutionFactory(namespace=namespace, task_queue="orders"))
     sql = captured_sql(
         lambda: poll_once(namespace, "orders", "workflow", "a-worker", _versioned("A")), "SKIP LOCKED"
     )
