@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.db import connection
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -23,7 +24,7 @@ from chronicle.errors import ChronicleError, ErrorCode
 from chronicle.openapi import endpoint
 from executions import schemas, selectors
 from history import kernel
-from history.models import QueryState, WorkflowQuery
+from history.models import QueryState, WorkflowExecution, WorkflowQuery
 from matching.longpoll import hub
 from namespaces.auth import access_namespace
 from namespaces.models import Namespace
@@ -47,7 +48,13 @@ class NamespaceApi(APIView):
 
 
 def _wait_for(key: str, timeout: float) -> None:
-    """Block this request's thread until ``key`` is notified (or timeout)."""
+    """Block this request's thread until ``key`` is notified (or timeout).
+
+    The request's database connection goes back to the pool first: a long poll waits on
+    the listener, not on the database, and many waiting clients must not hold the pool.
+    """
+    if not connection.in_atomic_block:
+        connection.close()
 
     async def wait() -> None:
         hub.ensure_listening(conninfo)
@@ -264,6 +271,12 @@ class HistoryApi(NamespaceApi):
         page_size = serializers.IntegerField(required=False, default=256, min_value=1, max_value=256)
         wait_new_event = serializers.BooleanField(required=False, default=False)
         timeout = serializers.FloatField(required=False, default=None, min_value=0)
+        history_event_filter_type = serializers.ChoiceField(
+            ["ALL_EVENT", "CLOSE_EVENT"],
+            required=False,
+            default="ALL_EVENT",
+            help_text="CLOSE_EVENT: only the run's close event; with wait_new_event, wait for it",
+        )
 
     @endpoint(
         summary="Page through a run's history, optionally long-polling for new events",
@@ -277,6 +290,8 @@ class HistoryApi(NamespaceApi):
         params.is_valid(raise_exception=True)
         p = params.validated_data
         execution = selectors.execution_get(ns, workflow_id, run_id)
+        if p["history_event_filter_type"] == "CLOSE_EVENT":
+            return Response(_close_event_page(execution, p))
         events, cursor = selectors.history_page(
             execution, after_event_id=p["after_event_id"], page_size=p["page_size"]
         )
@@ -301,6 +316,32 @@ class HistoryApi(NamespaceApi):
                 "new_run_id": str(execution.new_run_id) if execution.new_run_id else None,
             }
         )
+
+
+def _close_event_page(execution: WorkflowExecution, p: dict[str, Any]) -> dict[str, Any]:
+    """The close event alone (none while running), waiting for it when asked.
+
+    One answer per run instead of one per appended event: the wake-ups of a waiting
+    client stay inside this request.
+    """
+    if p["wait_new_event"] and execution.is_running:
+        limit = min(
+            p["timeout"] or engine_settings().history_wait_seconds, engine_settings().history_wait_seconds
+        )
+        deadline = time.monotonic() + limit
+        while execution.is_running and (remaining := deadline - time.monotonic()) > 0:
+            _wait_for(str(execution.run_id), min(remaining, engine_settings().safety_recheck_seconds))
+            execution.refresh_from_db()
+    events: list[dict[str, Any]] = []
+    if not execution.is_running:
+        events, _ = selectors.history_page(execution, after_event_id=execution.next_event_id - 2, page_size=1)
+    return {
+        "events": events,
+        "next_after_event_id": None,
+        "status": execution.status,
+        "run_id": str(execution.run_id),
+        "new_run_id": str(execution.new_run_id) if execution.new_run_id else None,
+    }
 
 
 RESET_TYPES = ["FirstWorkflowTask", "LastWorkflowTask"]

@@ -21,6 +21,12 @@ log = logging.getLogger("sdk.http")
 
 NOT_FOUND_CODES = {"not_found", "workflow_execution_already_completed", "stale_task_token"}
 
+# Connections are kept open between calls (HTTP/1.1 keep-alive), enough of them for a
+# worker's long polls plus its reports and a busy client's concurrent calls. An idle one is
+# dropped after 2 s, before the server's own 5 s keep-alive timeout can close it under a
+# request being sent on it (which would fail that request with a read error).
+CONNECTION_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=256, keepalive_expiry=2.0)
+
 
 class NotFoundError(RPCError):
     """The execution, run or task token the call named does not exist (any more)."""
@@ -112,6 +118,7 @@ class HttpTransport:
             base_url=f"{url.rstrip('/')}/api/v1/namespaces/{namespace}",
             headers=headers,
             timeout=timeout,
+            limits=CONNECTION_LIMITS,
         )
 
     async def close(self) -> None:

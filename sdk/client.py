@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from sdk._failure import failure_to_exception
@@ -89,6 +89,16 @@ def _time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
+class EagerWorkflowRunner(Protocol):
+    """What a worker in this process offers an eager start: a free slot and a way to run the task."""
+
+    async def reserve_slot(self) -> bool: ...
+
+    def release_slot(self) -> None: ...
+
+    def run_reserved(self, task: dict[str, Any]) -> None: ...
+
+
 class Client:
     """A connection to one namespace of a Chronicle server."""
 
@@ -97,6 +107,22 @@ class Client:
         self.data_converter = data_converter
         self.identity = identity
         self.namespace = transport.namespace
+        self._eager_runners: dict[str, list[EagerWorkflowRunner]] = {}
+
+    def register_eager_runner(self, task_queue: str, runner: EagerWorkflowRunner) -> None:
+        """Called by a running worker built on this client: it can take eager starts for its queue."""
+        self._eager_runners.setdefault(task_queue, []).append(runner)
+
+    def unregister_eager_runner(self, task_queue: str, runner: EagerWorkflowRunner) -> None:
+        runners = self._eager_runners.get(task_queue, [])
+        if runner in runners:
+            runners.remove(runner)
+
+    async def _reserve_eager_runner(self, task_queue: str) -> EagerWorkflowRunner | None:
+        for runner in self._eager_runners.get(task_queue, []):
+            if await runner.reserve_slot():
+                return runner
+        return None
 
     @classmethod
     async def connect(
@@ -187,8 +213,15 @@ class Client:
         cron_schedule: str = "",
         start_signal: str | None = None,
         start_signal_args: Sequence[Any] = (),
+        request_eager_start: bool = False,
     ) -> WorkflowHandle:
-        """Start a workflow, or signal-with-start it given ``start_signal``."""
+        """Start a workflow, or signal-with-start it given ``start_signal``.
+
+        ``request_eager_start``: when a worker built on this client polls ``task_queue`` in
+        this process and has a free slot, the server hands the first workflow task back in
+        the start response and that worker runs it at once, skipping a dispatch through the
+        task queue. Otherwise (or if the server declines) the start is an ordinary one.
+        """
         body = self._start_body(
             workflow,
             arg if arg is not None else _NO_ARG,
@@ -212,13 +245,27 @@ class Client:
             path = "/signal-with-start"
             body["signal_name"] = start_signal
             body["signal_input"] = self.data_converter.to_payloads(list(start_signal_args))
+        eager = None
+        if request_eager_start and start_signal is None:
+            eager = await self._reserve_eager_runner(task_queue)
+            body["request_eager_execution"] = eager is not None
         try:
             answer = await self.transport.post(path, body) or {}
-        except AlreadyStartedRPCError as exc:
-            details = exc.details if isinstance(exc.details, dict) else {}
-            raise WorkflowAlreadyStartedError(
-                id, body["workflow_type"], run_id=details.get("run_id")
-            ) from exc
+        except BaseException as exc:
+            if eager is not None:
+                eager.release_slot()
+            if isinstance(exc, AlreadyStartedRPCError):
+                details = exc.details if isinstance(exc.details, dict) else {}
+                raise WorkflowAlreadyStartedError(
+                    id, body["workflow_type"], run_id=details.get("run_id")
+                ) from exc
+            raise
+        if eager is not None:
+            task = answer.get("eager_workflow_task")
+            if task:
+                eager.run_reserved(task)
+            else:
+                eager.release_slot()
         if result_type is None and not isinstance(workflow, str):
             result_type = return_hint(workflow)
         return WorkflowHandle(
@@ -339,7 +386,13 @@ class WorkflowHandle:
             page = (
                 await self.client.transport.get(
                     self._path("/history", run_id),
-                    params={"after_event_id": after, "wait_new_event": True, "timeout": HISTORY_WAIT_SECONDS},
+                    params={
+                        "after_event_id": after,
+                        "wait_new_event": True,
+                        "timeout": HISTORY_WAIT_SECONDS,
+                        # One answer when the run closes, not one per event it appends.
+                        "history_event_filter_type": "CLOSE_EVENT",
+                    },
                     timeout=HISTORY_WAIT_SECONDS + 30,
                 )
                 or {}

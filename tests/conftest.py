@@ -93,17 +93,9 @@ class Stack:
         return proc
 
 
-@pytest.fixture(scope="session")
-def stack(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Stack]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "CHRONICLE_SHARD_LEASE_SECONDS": "3",
-        "CHRONICLE_LOG_LEVEL": "WARNING",
-        "CHRONICLE_QUERY_TIMEOUT_SECONDS": "3",
-    }
-    frontend = subprocess.Popen(
+def start_frontend(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    """The API frontend as deployed: gunicorn with two uvicorn workers on 127.0.0.1:port."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -123,17 +115,30 @@ def stack(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Stack]:
         cwd=ROOT,
         env=env,
     )
+
+
+def frontend_up(url: str) -> bool:
+    try:
+        return httpx.get(url + "/api/schema/", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def stack(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Stack]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CHRONICLE_SHARD_LEASE_SECONDS": "3",
+        "CHRONICLE_LOG_LEVEL": "WARNING",
+        "CHRONICLE_QUERY_TIMEOUT_SECONDS": "3",
+    }
+    frontend = start_frontend(env, port)
     s = Stack(url=f"http://127.0.0.1:{port}", env=env, processes=[frontend])
     s.start_shard_owner("test-owner-1")
     s.start_batch_runner("test-batch-runner-1")
-
-    def up() -> bool:
-        try:
-            return httpx.get(s.url + "/api/schema/", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout=30)
+    wait_until(lambda: frontend_up(s.url), timeout=30)
     yield s
     for proc in s.processes:
         proc.terminate()

@@ -270,6 +270,23 @@ class ExecutionMutation:
             attempt=ex.wft_attempt,
         )
 
+    def start_workflow_task_inline(self, *, identity: str, request_id: str) -> None:
+        """Start the task just scheduled in this mutation for the caller itself (eager start).
+
+        Its task row and poller wake-up are withdrawn: no poller wakes for a task it would
+        only find already started.
+        """
+        ex = self.execution
+        self._tasks = [
+            t
+            for t in self._tasks
+            if not (t.kind == TaskKind.WORKFLOW and t.scheduled_event_id == ex.wft_scheduled_event_id)
+        ]
+        self._notifications.discard(
+            (TASKS_CHANNEL, task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.wft_task_queue))
+        )
+        self.start_workflow_task(identity=identity, request_id=request_id)
+
     # -- rows ---------------------------------------------------------------------
     def add_task(
         self,

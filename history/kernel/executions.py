@@ -354,9 +354,8 @@ def _start_txn(
     mutation = _create_run(namespace, req, signal=signal)
     eager = None
     if req.request_eager_execution and mutation.execution.wft_scheduled_event_id:
-        # Recorded exactly as a poll would; the task row written above is then stale
-        # and matching drops it.
-        mutation.start_workflow_task(identity=req.identity, request_id="eager")
+        # Recorded exactly as a poll would, without dispatching the task through matching.
+        mutation.start_workflow_task_inline(identity=req.identity, request_id="eager")
     mutation.save()
     if req.request_eager_execution and mutation.execution.wft_started_event_id:
         eager = build_workflow_task_response(mutation.execution, sticky=False).as_dict()

@@ -24,13 +24,19 @@ from sdk.exceptions import ApplicationError, CancelledError, RPCError
 
 log = logging.getLogger("sdk.worker.activity")
 
-DEFAULT_MAX_HEARTBEAT_INTERVAL = 30.0
+MAX_HEARTBEAT_THROTTLE_INTERVAL = 60.0
+DEFAULT_HEARTBEAT_THROTTLE_INTERVAL = 30.0
 REPORT_BACKOFF_MAX = 30.0
 
 
-def heartbeat_interval(heartbeat_timeout: float, maximum: float = DEFAULT_MAX_HEARTBEAT_INTERVAL) -> float:
-    """Send at most one heartbeat per 0.8 × the timeout (so one always lands in time), capped."""
-    return min(0.8 * heartbeat_timeout, maximum) if heartbeat_timeout > 0 else maximum
+def heartbeat_interval(
+    heartbeat_timeout: float,
+    maximum: float = MAX_HEARTBEAT_THROTTLE_INTERVAL,
+    default: float = DEFAULT_HEARTBEAT_THROTTLE_INTERVAL,
+) -> float:
+    """At most one heartbeat per 0.8 × the timeout (so one always lands in time), capped at 60 s;
+    30 s apart when the activity has no heartbeat timeout (Temporal's throttle intervals)."""
+    return min(0.8 * heartbeat_timeout, maximum) if heartbeat_timeout > 0 else default
 
 
 def _seconds(value: Any) -> timedelta | None:
@@ -120,7 +126,12 @@ class ActivityRunner:
     async def execute(self, task: dict[str, Any]) -> None:
         info = _info(task, self.worker.task_queue, self.worker.client.data_converter)
         beats = Heartbeater(
-            heartbeat_interval(float(task.get("heartbeat_timeout") or 0)), asyncio.get_running_loop()
+            heartbeat_interval(
+                float(task.get("heartbeat_timeout") or 0),
+                self.worker.max_heartbeat_throttle_interval,
+                self.worker.default_heartbeat_throttle_interval,
+            ),
+            asyncio.get_running_loop(),
         )
         context = activity.ActivityContext(info=info, heartbeat_sink=beats.record)
         body = asyncio.create_task(self._invoke(task, context))

@@ -39,8 +39,15 @@ class Worker:
         max_concurrent_activities: int = 100,
         max_concurrent_workflow_tasks: int = 100,
         max_cached_workflows: int = 1000,
+        max_concurrent_workflow_task_polls: int = 5,
+        nonsticky_to_sticky_poll_ratio: float = 0.2,
+        max_concurrent_activity_task_polls: int = 5,
         identity: str | None = None,
         sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
+        max_heartbeat_throttle_interval: timedelta = timedelta(seconds=60),
+        default_heartbeat_throttle_interval: timedelta = timedelta(seconds=30),
+        max_eager_activity_reservations_per_workflow_task: int = 3,
+        disable_eager_activity_execution: bool = False,
     ) -> None:
         if not workflows and not activities:
             raise ValueError("a worker needs at least one workflow or activity")
@@ -50,7 +57,17 @@ class Worker:
         self.max_concurrent_activities = max_concurrent_activities
         self.max_concurrent_workflow_tasks = max_concurrent_workflow_tasks
         self.max_cached_workflows = max_cached_workflows
+        if max_concurrent_workflow_task_polls < 1 or max_concurrent_activity_task_polls < 1:
+            raise ValueError("a worker needs at least one poll of each kind")
+        self.max_concurrent_workflow_task_polls = max_concurrent_workflow_task_polls
+        self.nonsticky_to_sticky_poll_ratio = nonsticky_to_sticky_poll_ratio
+        self.max_concurrent_activity_task_polls = max_concurrent_activity_task_polls
         self.sticky_schedule_to_start_timeout = sticky_queue_schedule_to_start_timeout
+        self.max_heartbeat_throttle_interval = max_heartbeat_throttle_interval.total_seconds()
+        self.default_heartbeat_throttle_interval = default_heartbeat_throttle_interval.total_seconds()
+        self.max_eager_activity_reservations = (
+            0 if disable_eager_activity_execution else max_eager_activity_reservations_per_workflow_task
+        )
         self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
         self.workflow_runner = WorkflowRunner(self, workflows) if workflows else None
         self._stopping = asyncio.Event()
@@ -60,12 +77,17 @@ class Worker:
     async def run(self) -> None:
         """Poll until :meth:`shutdown`; then finish what is in flight and return (a worker runs once)."""
         if self.activities is not None:
-            self._pollers.append(asyncio.create_task(self.activities.poll_loop(self._stopping)))
+            for _ in range(self.max_concurrent_activity_task_polls):
+                self._pollers.append(asyncio.create_task(self.activities.poll_loop(self._stopping)))
         self._pollers.extend(self._workflow_pollers())
+        if self.workflow_runner is not None:
+            self.client.register_eager_runner(self.task_queue, self.workflow_runner)
         log.info("worker %s polling task queue %r", self.identity, self.task_queue)
         try:
             await self._stopping.wait()
         finally:
+            if self.workflow_runner is not None:
+                self.client.unregister_eager_runner(self.task_queue, self.workflow_runner)
             for poller in self._pollers:
                 poller.cancel()
             await asyncio.gather(*self._pollers, return_exceptions=True)
@@ -108,7 +130,8 @@ class Worker:
         )
 
     async def backoff(self, what: str, exc: BaseException, failures: int, stopping: asyncio.Event) -> None:
-        delay = min(REPORT_BACKOFF_MAX, 0.5 * 2 ** min(failures, 6)) * (0.5 + random.random() / 2)
+        """Wait before retrying: 0.1 s after a first failure (a dropped connection), doubling to 30 s."""
+        delay = min(REPORT_BACKOFF_MAX, 0.1 * 2 ** min(failures - 1, 9)) * (0.5 + random.random() / 2)
         log.warning("%s failed (%s: %s); retrying in %.1fs", what, type(exc).__name__, exc, delay)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), delay)

@@ -70,10 +70,16 @@ class WorkflowRunner:
         self.in_flight: set[asyncio.Task[None]] = set()
 
     def pollers(self, stopping: asyncio.Event) -> list[asyncio.Task[None]]:
-        return [
-            asyncio.create_task(self._poll_loop(self.worker.task_queue, stopping)),
-            asyncio.create_task(self._poll_loop(self.sticky_queue, stopping)),
-        ]
+        """Concurrent long polls split between the task queue and this worker's sticky queue.
+
+        Most tasks of a running workflow arrive on the sticky queue, so it gets the larger
+        share; each queue always has at least one poll.
+        """
+        total = self.worker.max_concurrent_workflow_task_polls
+        normal = max(1, round(total * self.worker.nonsticky_to_sticky_poll_ratio))
+        sticky = max(1, total - normal)
+        queues = [self.worker.task_queue] * normal + [self.sticky_queue] * sticky
+        return [asyncio.create_task(self._poll_loop(queue, stopping)) for queue in queues]
 
     async def _poll_loop(self, queue: str, stopping: asyncio.Event) -> None:
         path = f"/task-queues/{quote(queue, safe='')}/workflow-tasks/poll"
@@ -91,9 +97,23 @@ class WorkflowRunner:
             if task is None:
                 self.slots.release()
                 continue
-            running = asyncio.create_task(self._handle_and_release(task))
-            self.in_flight.add(running)
-            running.add_done_callback(self.in_flight.discard)
+            self.run_reserved(task)
+
+    async def reserve_slot(self) -> bool:
+        """For an eager start from this process: take a free task slot without waiting."""
+        if self.slots.locked():
+            return False
+        await self.slots.acquire()
+        return True
+
+    def release_slot(self) -> None:
+        self.slots.release()
+
+    def run_reserved(self, task: dict[str, Any]) -> None:
+        """Run a workflow task that arrived in a start response, on a slot already reserved."""
+        running = asyncio.create_task(self._handle_and_release(task))
+        self.in_flight.add(running)
+        running.add_done_callback(self.in_flight.discard)
 
     async def _handle_and_release(self, task: dict[str, Any]) -> None:
         try:
@@ -244,12 +264,14 @@ class WorkflowRunner:
             runner.slots.release()
 
     async def _reserve_eager_slots(self, commands: list[dict[str, Any]]) -> int:
-        """Ask for eager dispatch of activities this worker runs, one free slot each."""
+        """Ask for eager dispatch of activities this worker runs: one free slot each, a few per task."""
         runner = self.worker.activities
         if runner is None:
             return 0
         reserved = 0
         for cmd in commands:
+            if reserved >= self.worker.max_eager_activity_reservations:
+                break
             if cmd["command_type"] != "ScheduleActivityTask" or not runner.has_free_slot():
                 continue
             attrs = cmd["attributes"]

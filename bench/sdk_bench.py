@@ -1,0 +1,411 @@
+#!/usr/bin/env python
+"""SDK benchmark: Chronicle with real SDK worker processes beside DBOS Transact, same workloads.
+
+Usage: python bench/sdk_bench.py [--database-url URL] [--systems chronicle,inprocess,dbos]
+       [--profile] [--sequential N] [--concurrent N] [--concurrency N] [--ten-step-runs N]
+       [--sleeps N] [--warmup N]
+
+Chronicle gets a scratch database, the frontend (gunicorn, 2 uvicorn workers) and the shard
+owner. Two Chronicle deployments are measured on it, one after the other:
+
+* ``chronicle``: one SDK worker process (bench/sdk_bench_worker.py) and this process as the
+  application, starting workflows with ``sdk.client.Client`` and awaiting their results;
+* ``inprocess``: one application process that hosts the worker and starts the workflows
+  with eager start, the shape of a DBOS application.
+
+DBOS runs bench/sdk_bench_dbos.py in its own process on its own scratch database on the
+same PostgreSQL server. All run the workloads of bench/sdk_bench_workloads.py; the table
+puts the figures side by side with the ratios Chronicle / DBOS. ``--profile`` also profiles
+the worker process (cProfile) and one frontend process (py-spy, when installed) during
+the ``chronicle`` run and prints where the time goes. Everything lands in
+bench/results/sdk_latest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pstats
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from run_bench import free_port, python_exe, stop_procs, with_db
+from sdk_bench_workloads import Json, Plan, measure
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's sdk, installed or not
+from sdk_bench_worker import ChronicleSystem
+
+from sdk.client import Client
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+RESULTS = BENCH_DIR / "results"
+NAMESPACE = "bench"
+QUEUE = "sdk-bench"
+
+
+def log(message: str) -> None:
+    print(f"[sdk-bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A fresh database on the server for one system, dropped afterwards."""
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    admin = with_db(server_url, "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_db(server_url, name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --------------------------------------------------------------------------- Chronicle
+
+
+def prepare_chronicle(env: dict[str, str]) -> str:
+    """Migrate the scratch database and issue an API key for the bench namespace."""
+    py = python_exe()
+    subprocess.run([py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+    snippet = (
+        "from namespaces.services import namespace_create, api_key_issue; "
+        f'ns=namespace_create(name="{NAMESPACE}", request_rps=0); '
+        'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
+    )
+    out = subprocess.run(
+        [py, "manage.py", "shell", "-c", snippet],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip().splitlines()[-1].strip()
+
+
+def start_server(env: dict[str, str], port: int) -> list[subprocess.Popen[bytes]]:
+    py = python_exe()
+    frontend = [py, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
+    frontend += ["-w", "2", "-b", f"127.0.0.1:{port}", "--timeout", "120", "--log-level", "warning"]
+    return [
+        subprocess.Popen(frontend, cwd=ROOT, env=env),
+        subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env),
+    ]
+
+
+async def wait_for_server(url: str, procs: list[subprocess.Popen[bytes]]) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient() as http:
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in procs):
+                break
+            try:
+                if (await http.get(url + "/api/schema/", timeout=5)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.3)
+    raise RuntimeError("the Chronicle server did not come up")
+
+
+def worker_env(env: dict[str, str], url: str, key: str) -> dict[str, str]:
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT),
+        "CHRONICLE_URL": url,
+        "CHRONICLE_NAMESPACE": NAMESPACE,
+        "CHRONICLE_API_KEY": key,
+        "TASK_QUEUE": QUEUE,
+    }
+
+
+def start_worker(env: dict[str, str], url: str, key: str, profile: Path | None) -> subprocess.Popen[bytes]:
+    process_env = worker_env(env, url, key)
+    if profile is not None:
+        process_env["BENCH_PROFILE"] = str(profile)
+    return subprocess.Popen([python_exe(), str(BENCH_DIR / "sdk_bench_worker.py")], cwd=ROOT, env=process_env)
+
+
+def frontend_worker_pid(master: subprocess.Popen[bytes]) -> int | None:
+    """One of gunicorn's worker processes (the children of its master)."""
+    children = Path(f"/proc/{master.pid}/task/{master.pid}/children")
+    pids = children.read_text().split() if children.exists() else []
+    return int(pids[0]) if pids else None
+
+
+def start_py_spy(pid: int | None, out: Path) -> subprocess.Popen[bytes] | None:
+    exe = shutil.which("py-spy") or str(Path(python_exe()).parent / "py-spy")
+    if pid is None or not Path(exe).exists():
+        log("py-spy not installed (requirements-bench.txt); no frontend profile")
+        return None
+    cmd = [exe, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", "200"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def drive_chronicle(url: str, key: str, plan: Plan) -> Json:
+    client = await Client.connect(url, namespace=NAMESPACE, api_key=key)
+    try:
+        return await measure(ChronicleSystem(client, QUEUE), plan, log)
+    finally:
+        await client.close()
+
+
+def run_in_process(env: dict[str, str], url: str, key: str, plan: Plan) -> Json:
+    """The application process with the worker inside it (eager start), on its own task queue."""
+    app_env = {**worker_env(env, url, key), "TASK_QUEUE": QUEUE + "-in-process"}
+    cmd = [python_exe(), str(BENCH_DIR / "sdk_bench_worker.py"), "--drive", *plan.as_args()]
+    out = subprocess.run(cmd, cwd=ROOT, env=app_env, stdout=subprocess.PIPE, text=True, check=False)
+    if out.returncode != 0:
+        return {"error": f"in-process run exited {out.returncode}"}
+    figures: Json = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def run_chronicle(server_url: str, plan: Plan, systems: set[str], profile: bool) -> tuple[Json, Json]:
+    """Both Chronicle deployments on one server: (worker process, in-process)."""
+    with scratch_database(server_url, "chronicle_sdkbench") as dburl:
+        env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
+        log("Chronicle: migrating a scratch database")
+        key = prepare_chronicle(env)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        procs = start_server(env, port)
+        figures: Json = {}
+        in_process: Json = {}
+        worker_profile = RESULTS / "sdk_worker.pstats" if profile else None
+        try:
+            asyncio.run(wait_for_server(url, procs))
+            if "chronicle" in systems:
+                figures = measure_with_worker_process(env, url, key, plan, procs[0], worker_profile)
+            if "inprocess" in systems:
+                log("Chronicle: one application process hosting the worker, eager start")
+                in_process = run_in_process(env, url, key, plan)
+        finally:
+            stop_procs(procs[::-1])
+    return figures, in_process
+
+
+def measure_with_worker_process(
+    env: dict[str, str],
+    url: str,
+    key: str,
+    plan: Plan,
+    frontend: subprocess.Popen[bytes],
+    worker_profile: Path | None,
+) -> Json:
+    worker = start_worker(env, url, key, worker_profile)
+    spy_out = RESULTS / "sdk_frontend.pyspy.txt"
+    spy = start_py_spy(frontend_worker_pid(frontend), spy_out) if worker_profile else None
+    log("Chronicle: one SDK worker process, this process the application")
+    try:
+        figures = asyncio.run(drive_chronicle(url, key, plan))
+    finally:
+        if spy is not None:
+            spy.send_signal(2)  # py-spy writes its output on SIGINT
+            spy.wait(30)
+        stop_procs([worker])  # SIGTERM: the worker shuts down gracefully (and writes its profile)
+    if worker_profile is not None and worker_profile.exists():
+        figures["worker_profile"] = summarise_pstats(worker_profile)
+    if spy is not None and spy_out.exists():
+        figures["frontend_profile"] = summarise_py_spy(spy_out)
+    return figures
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def summarise_pstats(path: Path, top: int = 15) -> list[Json]:
+    """The functions with the most own time (tottime) in the worker."""
+    stats = pstats.Stats(str(path))
+    rows: list[Json] = []
+    entries: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in entries.values()) or 1.0
+    for (file, line, fn), (_cc, calls, own, cum, _callers) in sorted(
+        entries.items(), key=lambda kv: kv[1][2], reverse=True
+    )[:top]:
+        where = f"{Path(file).name}:{line}({fn})"
+        rows.append({"function": where, "calls": calls, "own_s": own, "cum_s": cum, "own_share": own / total})
+    return rows
+
+
+# Where a frontend sample is, judged from its innermost frame outwards: the first match names it.
+SAMPLE_KINDS = [
+    ("threads waiting (sync views handed to threads, locks)", ("threading.py", "concurrent/futures")),
+    ("PostgreSQL round trips (psycopg)", ("psycopg/", "psycopg_pool/")),
+    ("Django ORM building SQL and models", ("django/db/",)),
+    ("DRF request/serializer work", ("rest_framework/",)),
+    ("JSON", ("json/",)),
+    ("Chronicle's own code", ("history/", "matching/", "executions/", "namespaces/", "chronicle/")),
+    ("event loop and sockets", ("asyncio/", "selectors.py", "uvicorn/", "h11/")),
+]
+
+
+def summarise_py_spy(path: Path) -> list[Json]:
+    """py-spy's collapsed stacks, by what the innermost recognised frame was doing."""
+    counts: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        total += int(count)
+        kind = _sample_kind(stack.split(";"))
+        counts[kind] = counts.get(kind, 0) + int(count)
+    ranked = sorted(counts.items(), key=lambda kv: kv[1], reverse=True)
+    return [{"frame": kind, "share": n / (total or 1)} for kind, n in ranked]
+
+
+def _sample_kind(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for kind, markers in SAMPLE_KINDS:
+            if any(marker in frame for marker in markers):
+                return kind
+    return "other"
+
+
+# --------------------------------------------------------------------------- DBOS
+
+
+def run_dbos(server_url: str, plan: Plan) -> Json:
+    try:
+        import dbos  # noqa: F401
+    except ImportError:
+        log("DBOS is not installed: pip install -r requirements-bench.txt")
+        return {"error": "dbos not installed"}
+    with scratch_database(server_url, "dbos_sdkbench") as dburl:
+        cmd = [python_exe(), str(BENCH_DIR / "sdk_bench_dbos.py"), "--database-url", dburl, *plan.as_args()]
+        out = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, check=False)
+    if out.returncode != 0:
+        return {"error": f"DBOS run exited {out.returncode}"}
+    figures: Json = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+# --------------------------------------------------------------------------- table
+
+
+def dig(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+ROWS: list[tuple[str, tuple[str, ...], str, bool]] = [
+    # label, path into the figures, unit, higher is better
+    ("one-step wf/s, concurrency 1", ("sequential", "workflows_per_s"), "/s", True),
+    ("  latency p50", ("sequential", "latency", "p50_ms"), " ms", False),
+    ("  latency p99", ("sequential", "latency", "p99_ms"), " ms", False),
+    ("one-step wf/s, concurrency 32", ("concurrent", "workflows_per_s"), "/s", True),
+    ("  latency p50", ("concurrent", "latency", "p50_ms"), " ms", False),
+    ("  latency p99", ("concurrent", "latency", "p99_ms"), " ms", False),
+    ("ten-step workflow p50", ("ten_steps", "latency", "p50_ms"), " ms", False),
+    ("ten-step workflow p99", ("ten_steps", "latency", "p99_ms"), " ms", False),
+    ("500 sleeps: lateness p50", ("sleeps", "lateness", "p50_ms"), " ms", False),
+    ("500 sleeps: lateness p99", ("sleeps", "lateness", "p99_ms"), " ms", False),
+]
+
+
+def cell(value: Any, unit: str) -> str:
+    return "n/a" if not isinstance(value, int | float) else f"{value:,.1f}{unit}"
+
+
+def ratio(ours: Any, theirs: Any, higher_is_better: bool) -> str:
+    if not isinstance(ours, int | float) or not isinstance(theirs, int | float) or not theirs:
+        return ""
+    value = ours / theirs
+    better = value >= 1 if higher_is_better else value <= 1
+    return f"{value:.2f}x {'(better)' if better else '(worse)'}"
+
+
+COLUMNS = [("chronicle", "Chronicle"), ("inprocess", "Chronicle in-process"), ("dbos", "DBOS")]
+
+
+def table(results: Json, plan: Plan) -> str:
+    """One row per figure: each system's value, then each Chronicle deployment's ratio to DBOS."""
+    head = ("workload", *(title for _, title in COLUMNS), "Chronicle/DBOS", "in-process/DBOS")
+    rows = []
+    for label, path, unit, up in ROWS:
+        values = [dig(results.get(key), *path) for key, _ in COLUMNS]
+        rows.append(
+            (
+                label.replace("500", str(plan.sleeps)),
+                *(cell(v, unit) for v in values),
+                ratio(values[0], values[2], up),
+                ratio(values[1], values[2], up),
+            )
+        )
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    rule = "  ".join("-" * w for w in widths)
+    lines = [rule, "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), rule]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join([*lines, rule])
+
+
+def profile_text(chronicle: Json) -> str:
+    lines: list[str] = []
+    if chronicle.get("worker_profile"):
+        lines.append("SDK worker, own time by function (cProfile):")
+        lines += [
+            f"  {r['own_share']:6.1%}  {r['function']}  calls={r['calls']}"
+            for r in chronicle["worker_profile"]
+        ]
+    if chronicle.get("frontend_profile"):
+        lines.append("one frontend process, samples by what they were doing (py-spy):")
+        lines += [f"  {r['share']:6.1%}  {r['frame']}" for r in chronicle["frontend_profile"]]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432"),
+        help="PostgreSQL server; each system gets a fresh database on it",
+    )
+    parser.add_argument("--systems", default="chronicle,inprocess,dbos")
+    parser.add_argument("--profile", action="store_true", help="profile the worker and a frontend process")
+    Plan.add_arguments(parser)
+    ns = parser.parse_args(argv)
+    return ns, Plan.from_arguments(ns)
+
+
+def main(argv: list[str]) -> int:
+    args, plan = parse(argv)
+    RESULTS.mkdir(exist_ok=True)
+    systems = {s.strip() for s in args.systems.split(",")}
+    results: Json = {"plan": plan.__dict__}
+    if systems & {"chronicle", "inprocess"}:
+        results["chronicle"], results["inprocess"] = run_chronicle(
+            args.database_url, plan, systems, args.profile
+        )
+    if "dbos" in systems:
+        results["dbos"] = run_dbos(args.database_url, plan)
+    (RESULTS / "sdk_latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results, plan))
+    if args.profile:
+        print(profile_text(results.get("chronicle") or {}))
+    log(f"wrote {(RESULTS / 'sdk_latest.json').relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,134 @@
+"""The SDK benchmark's workloads, written once and run against each durable-execution system.
+
+A system is anything with the three calls of :class:`System`; ``measure`` drives them the
+same way for Chronicle and for DBOS so the figures side by side compare like with like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Json = dict[str, Any]
+
+
+class System(Protocol):
+    """One durable-execution system, seen from application code."""
+
+    async def one_step(self, key: str) -> None:
+        """Start a workflow that runs one activity (step) and wait for its result."""
+
+    async def ten_steps(self, key: str) -> None:
+        """Start a workflow that runs ten activities one after another and wait for its result."""
+
+    async def start_sleep(self, key: str, due: float) -> Callable[[], Awaitable[float]]:
+        """Start a workflow that durably sleeps until epoch ``due``; the callable returns its lateness (s)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of each workload to run."""
+
+    sequential: int = 100
+    concurrent: int = 1000
+    concurrency: int = 32
+    ten_step_runs: int = 10
+    sleeps: int = 500
+    warmup: int = 20
+
+    def as_args(self) -> list[str]:
+        """The command-line options that give this plan to another bench process."""
+        return [f"--{name.replace('_', '-')}={value}" for name, value in self.__dict__.items()]
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        for name, default in Plan().__dict__.items():
+            parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+
+    @staticmethod
+    def from_arguments(ns: argparse.Namespace) -> Plan:
+        return Plan(**{name: getattr(ns, name) for name in Plan().__dict__})
+
+
+def pct(values: list[float], p: float) -> float | None:
+    """The nearest-rank percentile of ``values`` (None when empty)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100.0 * (len(ordered) - 1))))]
+
+
+def latency_summary(seconds: list[float]) -> Json:
+    ms = [s * 1000.0 for s in seconds]
+    return {"n": len(ms), "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "max_ms": max(ms) if ms else None}
+
+
+async def _timed(call: Callable[[str], Awaitable[None]], key: str, into: list[float]) -> None:
+    t0 = time.perf_counter()
+    await call(key)
+    into.append(time.perf_counter() - t0)
+
+
+async def run_at_concurrency(
+    call: Callable[[str], Awaitable[None]], prefix: str, total: int, concurrency: int
+) -> Json:
+    """``total`` workflows, ``concurrency`` in flight at any time: throughput and latency."""
+    latencies: list[float] = []
+    keys = iter(range(total))
+
+    async def lane() -> None:
+        for i in keys:
+            await _timed(call, f"{prefix}-{i}", latencies)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - t0
+    return {
+        "workflows": total,
+        "concurrency": concurrency,
+        "seconds": elapsed,
+        "workflows_per_s": total / elapsed,
+        "latency": latency_summary(latencies),
+    }
+
+
+async def run_sleeps(system: System, prefix: str, count: int, start_concurrency: int) -> Json:
+    """``count`` workflows whose durable sleeps all fall due at the same instant."""
+    lead = 3.0 + count / 50.0  # long enough to start them all before the instant
+    due = time.time() + lead
+    gate = asyncio.Semaphore(start_concurrency)
+
+    async def start(i: int) -> Callable[[], Awaitable[float]]:
+        async with gate:
+            return await system.start_sleep(f"{prefix}-{i}", due)
+
+    waiters = await asyncio.gather(*(start(i) for i in range(count)))
+    margin = due - time.time()
+
+    async def lateness(wait: Callable[[], Awaitable[float]]) -> float:
+        async with gate:
+            return await wait()
+
+    await asyncio.sleep(max(0.0, due - time.time()))
+    late = await asyncio.gather(*(lateness(w) for w in waiters))
+    summary = latency_summary(list(late))
+    return {"sleeps": count, "start_margin_s": margin, "lateness": summary}
+
+
+async def measure(system: System, plan: Plan, log: Callable[[str], None]) -> Json:
+    """Every workload in order, warm-up first; the figures as one JSON-able dict."""
+    log(f"warm-up: {plan.warmup} one-step workflows")
+    await run_at_concurrency(system.one_step, "warm", plan.warmup, min(plan.warmup, plan.concurrency))
+    log(f"one-step workflows, one at a time: {plan.sequential}")
+    sequential = await run_at_concurrency(system.one_step, "seq", plan.sequential, 1)
+    log(f"one-step workflows, {plan.concurrency} at a time: {plan.concurrent}")
+    concurrent = await run_at_concurrency(system.one_step, "conc", plan.concurrent, plan.concurrency)
+    log(f"ten-step workflow, {plan.ten_step_runs} runs one after another")
+    ten = await run_at_concurrency(system.ten_steps, "ten", plan.ten_step_runs, 1)
+    log(f"{plan.sleeps} durable sleeps due at the same instant")
+    sleeps = await run_sleeps(system, "sleep", plan.sleeps, plan.concurrency)
+    return {"sequential": sequential, "concurrent": concurrent, "ten_steps": ten, "sleeps": sleeps}
