@@ -157,3 +157,42 @@ def test_a_child_initiated_but_not_started_at_the_point_starts_once(
     assert base_run != new_run
     r = api.post(f"/workflows/{child_id}/terminate", {"reason": "done"})
     assert r.status_code == 200, r.text
+
+
+def test_a_child_that_closed_after_the_point_closes_in_the_new_run_at_once(
+    stack: Stack, tenant: Tenant, api: Api, queue: str
+) -> None:
+    parent_id, child_id = _wid("sender"), _wid("errand")
+
+    async def scenario() -> tuple[str, str]:
+        client = await Client.connect(stack.url, namespace=tenant.namespace, api_key=tenant.keys["all"])
+        try:
+            async with Worker(client, task_queue=queue, workflows=[Sender, Errand]):
+                handle = await client.start_workflow(Sender.run, child_id, id=parent_id, task_queue=queue)
+                await asyncio.to_thread(
+                    wait_until, lambda: _child_started_then_task_completed(api, parent_id)
+                )
+                await client.get_workflow_handle(child_id).signal(Errand.finish, "early")
+                assert await handle.result() == "sender got errand early"
+                events = api.events(parent_id)
+                started = next(e for e in events if e["event_type"] == "ChildWorkflowExecutionStarted")
+                point = next(
+                    e["event_id"]
+                    for e in events
+                    if e["event_type"] == "WorkflowTaskCompleted" and e["event_id"] > started["event_id"]
+                )
+                r = api.post(f"/workflows/{parent_id}/reset", {"reason": "redeploy", "event_id": point})
+                assert r.status_code == 200, r.text
+                new_run = str(r.json()["run_id"])
+                result = await asyncio.wait_for(client.get_workflow_handle(parent_id).result(), 30)
+                return new_run, str(result)
+        finally:
+            await client.close()
+
+    new_run, result = asyncio.run(scenario())
+    assert result == "sender got errand early"
+    assert api.describe(parent_id)["run_id"] == new_run
+    assert _runs_of(api, child_id) == 1
+    types = [e["event_type"] for e in _run_events(api, parent_id, new_run)]
+    assert types.count("ChildWorkflowExecutionCompleted") == 1
+    assert types.index("ChildWorkflowExecutionCompleted") > types.index("WorkflowTaskFailed")
