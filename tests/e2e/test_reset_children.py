@@ -124,9 +124,9 @@ def test_a_child_initiated_but_not_started_at_the_point_starts_once(
         r = api.post(f"/workflows/{parent_id}/signal", {"signal_name": "nudge", "input": []})
         assert r.status_code == 200, r.text
         assert worker.complete_workflow_task(worker.poll_workflow_task()).status_code == 200
+        events = api.events(parent_id)
     finally:
         owner.send_signal(signal.SIGCONT)
-    events = api.events(parent_id)
     point = events[-1]["event_id"]  # the second task's completion: the child is not started before it
     assert "ChildWorkflowExecutionStarted" not in [e["event_type"] for e in events]
     wait_until(lambda: "ChildWorkflowExecutionStarted" in api.event_types(parent_id), 20)
@@ -196,3 +196,45 @@ def test_a_child_that_closed_after_the_point_closes_in_the_new_run_at_once(
     types = [e["event_type"] for e in _run_events(api, parent_id, new_run)]
     assert types.count("ChildWorkflowExecutionCompleted") == 1
     assert types.index("ChildWorkflowExecutionCompleted") > types.index("WorkflowTaskFailed")
+
+
+def test_a_signal_without_an_outcome_at_the_point_is_sent_again_and_lands_once(
+    stack: Stack, api: Api, worker: ScriptedWorker
+) -> None:
+    parent_id, target_id = _wid("parent"), _wid("target")
+    api.start(target_id, worker.queue + "-idle")
+    api.start(parent_id, worker.queue)
+    owner = stack.processes[1]  # the shard owner carries the signal's send duty
+    owner.send_signal(signal.SIGSTOP)
+    try:
+        send = command(
+            "SignalExternalWorkflowExecution",
+            execution={"workflow_id": target_id},
+            signal_name="hello",
+            input=["there"],
+        )
+        assert worker.complete_workflow_task(worker.poll_workflow_task(), send).status_code == 200
+        r = api.post(f"/workflows/{parent_id}/signal", {"signal_name": "nudge", "input": []})
+        assert r.status_code == 200, r.text
+        assert worker.complete_workflow_task(worker.poll_workflow_task()).status_code == 200
+        events = api.events(parent_id)
+    finally:
+        owner.send_signal(signal.SIGCONT)
+    point = events[-1]["event_id"]  # the second task's completion: the signal has no outcome before it
+    assert "ExternalWorkflowExecutionSignaled" not in [e["event_type"] for e in events]
+    wait_until(lambda: "ExternalWorkflowExecutionSignaled" in api.event_types(parent_id), 20)
+    preview = api.get(f"/workflows/{parent_id}/reset-preview", event_id=point).json()
+    assert [(r["kind"], r["workflow_id"]) for r in preview["external_requests_reissued"]] == [
+        ("signal", target_id)
+    ]
+
+    r = api.post(f"/workflows/{parent_id}/reset", {"reason": "redeploy", "event_id": point})
+    assert r.status_code == 200, r.text
+    new_run = str(r.json()["run_id"])
+    wait_until(
+        lambda: "ExternalWorkflowExecutionSignaled"
+        in [e["event_type"] for e in _run_events(api, parent_id, new_run)],
+        20,
+    )
+    assert api.event_types(target_id).count("WorkflowExecutionSignaled") == 1
+    api.post(f"/workflows/{target_id}/terminate", {"reason": "done"})
