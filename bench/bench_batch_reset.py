@@ -24,13 +24,15 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_bench import ROOT, Api, free_port, log, python_exe, stop_procs, with_db
+from run_bench import LOG_DIR, ROOT, Api, free_port, log, python_exe, with_db
+
+from chronicle.launcher import ProcessGroup, ProcessSpec, frontend_process, shard_owner_process
 
 THREADS = 8
 MAX_RPS = 1000
 
 
-def _boot(env: dict[str, str], py: str) -> tuple[str, str, list[subprocess.Popen[bytes]]]:
+def _boot(env: dict[str, str], py: str) -> tuple[str, str, ProcessGroup]:
     subprocess.run([py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
     snippet = (
         "from namespaces.services import namespace_create, api_key_issue; "
@@ -47,28 +49,16 @@ def _boot(env: dict[str, str], py: str) -> tuple[str, str, list[subprocess.Popen
     )
     key = out.stdout.strip().splitlines()[-1].strip()
     port = free_port()
-    gunicorn = [py, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
-    procs = [
-        subprocess.Popen(
-            [*gunicorn, "-c", "platform/gunicorn.conf.py", "-w", "2", "-b", f"127.0.0.1:{port}"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,  # the access log
-        ),
-        subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env),
-        subprocess.Popen([py, "manage.py", "run_batch_jobs", "--poll-interval", "0.2"], cwd=ROOT, env=env),
-    ]
+    batch_runner = ProcessSpec("batch_runner", [py, "manage.py", "run_batch_jobs", "--poll-interval", "0.2"])
+    specs = [frontend_process(port, python=py, workers=2), shard_owner_process(python=py), batch_runner]
+    stack = ProcessGroup(specs, env={**env, "CHRONICLE_ACCESS_LOG": ""}, log_dir=LOG_DIR).start()
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            if Api(base, key).client().get(base + "/api/schema/", timeout=5).status_code == 200:
-                return base, key, procs
-        except Exception:
-            pass
-        if time.time() > deadline:
-            raise RuntimeError("server did not come up")
-        time.sleep(0.3)
+    try:
+        stack.wait_http(base, timeout=60)
+    except Exception:
+        stack.stop()
+        raise
+    return base, key, stack
 
 
 def _idle_runs(api: Api, prefix: str, n: int) -> list[str]:
@@ -145,9 +135,9 @@ def main() -> int:
     env = dict(os.environ, DATABASE_URL=with_db(args.database_url, dbname), CHRONICLE_LOG_LEVEL="WARNING")
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
-    procs: list[subprocess.Popen[bytes]] = []
+    stack: ProcessGroup | None = None
     try:
-        base, key, procs = _boot(env, python_exe())
+        base, key, stack = _boot(env, python_exe())
         api = Api(base, key)
         n = args.runs
         log(f"making {n} idle runs for the batch")
@@ -161,7 +151,8 @@ def main() -> int:
         one_by_one = _single_resets(api, sequential, 1)
         parallel = _single_resets(api, threaded, THREADS)
     finally:
-        stop_procs(procs)
+        if stack is not None:
+            stack.stop()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     print(f"batch reset, one job, {n} runs:             {batch_rps:7.1f} runs/s")

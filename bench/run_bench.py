@@ -31,10 +31,14 @@ from urllib.parse import urlparse, urlunparse
 import httpx
 import psycopg
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from chronicle.launcher import ProcessGroup, stack_processes
+
 Json = dict[str, Any]
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
+LOG_DIR = BENCH_DIR / "results" / "logs"
 THREADS = 8
 NS = "bench"
 
@@ -248,17 +252,70 @@ def _ts(s: str) -> float:
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
-def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.0) -> Json:
+def _timer_due_times(events: list[Json]) -> dict[str, float]:
+    """Each started timer's due time on the server clock: TimerStarted time + its timeout."""
+    return {
+        e["attributes"]["timer_id"]: _ts(e["event_time"]) + float(e["attributes"]["start_to_fire_timeout"])
+        for e in events
+        if e["event_type"] == "TimerStarted"
+    }
+
+
+def phase_timers(
+    api: Api, dburl: str, stack: ProcessGroup, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.0
+) -> Json:
+    """1,000 timers due within one second, one every millisecond.
+
+    Timer k (0..999) is due at T + k ms and belongs to workflow k // 10, so each of
+    the 100 workflows owns 10 consecutive milliseconds. Lateness is measured per timer
+    against its due time on the server clock (TimerStarted event time + timeout):
+    to its TimerFired event time, and to the receipt of the first workflow task that
+    carries that TimerFired.
+    """
     total = n_wf * per_wf
-    log(f"phase 4: {total} timers ({n_wf} workflows x {per_wf}) due at the same instant")
+    log(f"phase 4: {total} timers due within one second ({n_wf} workflows x {per_wf}, 1 ms apart)")
     queue = "q-timer"
     lock = threading.Lock()
     T: dict[str, float] = {"due": 0.0}
     seen: dict[str, set[str]] = {}
-    task_lateness, fire_lateness = [], []
+    task_lateness, fire_lateness, dispatch_delay = [], [], []
     first_done = [0]
+    tasks_after_due = [0]
     stop = threading.Event()
     errors: list[str] = []
+
+    def start_timers(wid: str, token: str) -> None:
+        index = int(wid.rsplit("-", 1)[1])
+        cmds = []
+        for k in range(per_wf):
+            due = T["due"] + (index * per_wf + k) / 1000.0
+            cmds.append(
+                {
+                    "command_type": "StartTimer",
+                    "attributes": {
+                        "timer_id": f"t{k}",
+                        "start_to_fire_timeout": max(0.001, due - time.time()),
+                    },
+                }
+            )
+        api.complete_wft(queue, token, cmds)
+        with lock:
+            first_done[0] += 1
+
+    def record(wid: str, events: list[Json], recv: float) -> bool:
+        due = _timer_due_times(events)
+        with lock:
+            s = seen.setdefault(wid, set())
+            for e in events:
+                timer_id = e["attributes"].get("timer_id")
+                if e["event_type"] != "TimerFired" or timer_id in s or timer_id not in due:
+                    continue
+                s.add(timer_id)
+                fired_at = _ts(e["event_time"])
+                task_lateness.append(recv - due[timer_id])
+                fire_lateness.append(fired_at - due[timer_id])
+                dispatch_delay.append(recv - fired_at)
+            return len(s) >= per_wf
 
     def worker() -> None:
         while not stop.is_set():
@@ -273,31 +330,13 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
                 continue
             wid = task["workflow_execution"]["workflow_id"]
             events = task["history"]["events"]
-            fired = [e for e in events if e["event_type"] == "TimerFired"]
-            if not fired:
-                due = T["due"]  # set before the starts go out
-                cmds = []
-                for k in range(per_wf):
-                    delay = max(0.001, due - time.time())
-                    cmds.append(
-                        {
-                            "command_type": "StartTimer",
-                            "attributes": {"timer_id": f"t{k}", "start_to_fire_timeout": delay},
-                        }
-                    )
-                api.complete_wft(queue, task["task_token"], cmds)
-                with lock:
-                    first_done[0] += 1
+            if not any(e["event_type"] == "TimerStarted" for e in events):
+                start_timers(wid, task["task_token"])
                 continue
-            with lock:
-                task_lateness.append(recv - T["due"])
-                s = seen.setdefault(wid, set())
-                for e in fired:
-                    if e["event_id"] not in s:
-                        s.add(e["event_id"])
-                        fire_lateness.append(_ts(e["event_time"]) - T["due"])
-                done = len(s) >= per_wf
+            done = record(wid, events, recv)
             api.complete_wft(queue, task["task_token"], [complete_cmd()] if done else [])
+            with lock:
+                tasks_after_due[0] += 1
 
     # Due time fixed up front so every command computes its delay against it.
     T["due"] = time.time() + lead_s + 2.0  # + time to start and hand out first tasks
@@ -307,6 +346,12 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
     with ThreadPoolExecutor(THREADS) as ex:
         list(ex.map(lambda i: api.start(f"timer-{i}", queue), range(n_wf)))
     setup_done = time.time()
+    if setup_done > T["due"]:
+        log(
+            f"timer setup overran the due time by {setup_done - T['due']:.1f} s: lateness figures are invalid"
+        )
+    time.sleep(max(0.0, T["due"] - time.time()))
+    meter = CpuMeter(stack, dburl)
     hard_deadline = T["due"] + 20.0
     while time.time() < hard_deadline:
         with lock:
@@ -321,19 +366,101 @@ def phase_timers(api: Api, n_wf: int = 100, per_wf: int = 10, lead_s: float = 5.
     with lock:
         fired_total = sum(len(v) for v in seen.values())
     return {
+        "workflow_tasks_after_due": tasks_after_due[0],
+        "cpu_per_workflow_task": meter.per_op_ms(tasks_after_due[0]),
         "timers": total,
+        "spread": "timer k due at T + k ms; workflow k // 10",
         "fired_seen": fired_total,
         "first_tasks_completed": first_done[0],
         "setup_margin_s": T["due"] - setup_done,
         "task_receive_lateness": summary_ms(task_lateness),
         "fire_event_lateness": summary_ms(fire_lateness),
+        "fired_to_received": summary_ms(dispatch_delay),
         "errors": errors[:5],
     }
 
 
-def phase_signals(api: Api, dburl: str, n_wf: int, seconds: float = 5.0) -> Json:
+# --------------------------------------------------------------------------- CPU accounting
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def cpu_by_pid(pids: set[int]) -> dict[int, float]:
+    """CPU seconds (user + system) each live process has used so far."""
+    out = {}
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None:
+            out[pid] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds used between two snapshots; a process new in ``after`` counts in full."""
+    return sum(t - before.get(pid, 0.0) for pid, t in after.items())
+
+
+def process_tree(roots: set[int]) -> set[int]:
+    """``roots`` and all their descendants (gunicorn's workers are children of its master)."""
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            parent[int(entry.name)] = int(fields[1])
+    tree = set(roots)
+    grew = True
+    while grew:
+        kids = {pid for pid, ppid in parent.items() if ppid in tree and pid not in tree}
+        tree |= kids
+        grew = bool(kids)
+    return tree
+
+
+def backend_pids(dburl: str, application_name: str | None = None) -> set[int]:
+    """The PostgreSQL server processes serving this database (same machine)."""
+    sql = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    params: list[str] = []
+    if application_name is not None:
+        sql += " AND application_name = %s"
+        params.append(application_name)
+    with psycopg.connect(dburl, autocommit=True) as conn:
+        return {int(row[0]) for row in conn.execute(sql, params).fetchall()}
+
+
+class CpuMeter:
+    """CPU spent by the stack's processes, their PostgreSQL backends and this client."""
+
+    def __init__(self, stack: ProcessGroup, dburl: str) -> None:
+        self.dburl = dburl
+        self.front = process_tree({p.pid for p in stack.processes.values()})
+        self.pg = backend_pids(dburl)
+        self.front0, self.pg0 = cpu_by_pid(self.front), cpu_by_pid(self.pg)
+        self.client0 = time.process_time()
+
+    def per_op_ms(self, ops: int) -> Json:
+        server = cpu_used(self.front0, cpu_by_pid(self.front))
+        pg = cpu_used(self.pg0, cpu_by_pid(self.pg | backend_pids(self.dburl)))
+        client = time.process_time() - self.client0
+        per = max(1, ops)
+        return {
+            "server_ms": server * 1000 / per,
+            "postgres_ms": pg * 1000 / per,
+            "client_ms": client * 1000 / per,
+        }
+
+
+def phase_signals(api: Api, dburl: str, n_wf: int, stack: ProcessGroup, seconds: float = 5.0) -> Json:
+    """Signals from 8 threads; also the CPU each signal costs the server and PostgreSQL."""
     log(f"phase 5: signals for {seconds:.0f}s across {THREADS} threads")
     before = count_events(dburl)
+    meter = CpuMeter(stack, dburl)
     sent = [0] * THREADS
     errs = [0] * THREADS
     end = time.perf_counter() + seconds
@@ -356,8 +483,10 @@ def phase_signals(api: Api, dburl: str, n_wf: int, seconds: float = 5.0) -> Json
     for t in threads:
         t.join()
     el = time.perf_counter() - t0
+    cpu = meter.per_op_ms(sum(sent))
     after = count_events(dburl)
     return {
+        "cpu_per_signal": cpu,
         "seconds": el,
         "signals": sum(sent),
         "errors": sum(errs),
@@ -381,27 +510,29 @@ def phase_pgbench(dburl: str) -> Json:
         )
         conn.execute("CREATE TABLE bench_exec (run_id int PRIMARY KEY, next_event_id bigint)")
         conn.execute("INSERT INTO bench_exec SELECT g, 1 FROM generate_series(1, 1000) g")
-    cmd = [exe, "-n", "-c", "8", "-j", "2", "-T", "10", "-f", str(BENCH_DIR / "pgbench_event.sql"), dburl]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    m = re.search(r"tps = ([0-9.]+)", p.stdout)
-    if p.returncode != 0 or not m:
-        return {"error": (p.stderr or p.stdout)[-500:]}
-    return {"tps": float(m.group(1))}
+    seconds = 10
+    cmd = [exe, "-n", "-c", "8", "-j", "2", "-T", str(seconds), "-f", str(BENCH_DIR / "pgbench_event.sql")]
+    proc = subprocess.Popen([*cmd, dburl], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The backends exit with pgbench: read their CPU just before the end.
+    time.sleep(seconds - 1.0)
+    backends = cpu_by_pid(backend_pids(dburl, "pgbench"))
+    client = cpu_by_pid(process_tree({proc.pid}))
+    out, err = proc.communicate(timeout=60)
+    m = re.search(r"tps = ([0-9.]+)", out)
+    if proc.returncode != 0 or not m:
+        return {"error": (err or out)[-500:]}
+    tps = float(m.group(1))
+    txns = tps * (seconds - 1.0)
+    return {
+        "tps": tps,
+        "cpu_per_txn": {
+            "postgres_ms": sum(backends.values()) * 1000 / txns,
+            "client_ms": sum(client.values()) * 1000 / txns,
+        },
+    }
 
 
 # --------------------------------------------------------------------------- main
-
-
-def stop_procs(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def g(d: Any, *path: str) -> Any:
@@ -416,6 +547,21 @@ def fmt(v: Any, unit: str = "") -> str:
     if v is None:
         return "n/a"
     return f"{v:,.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def cpu_triple(costs: Json | None, *keys: str) -> str:
+    if not costs:
+        return "n/a"
+    return " / ".join(f"{costs[k]:.2f}" for k in keys) + " ms"
+
+
+def signal_cpu_ceiling(r: Json) -> float | None:
+    """Signals/s this machine's cores could serve if the server and PostgreSQL had them all."""
+    costs = g(r, "signals", "cpu_per_signal")
+    if not costs:
+        return None
+    per_signal_s = (costs["server_ms"] + costs["postgres_ms"]) / 1000.0
+    return (os.cpu_count() or 1) / per_signal_s if per_signal_s > 0 else None
 
 
 def verdict(ok: bool | None) -> str:
@@ -435,10 +581,11 @@ def main() -> int:
     dbname = f"chronicle_bench_{secrets.token_hex(4)}"
     admin_url = with_db(args.database_url, "postgres")
     dburl = with_db(args.database_url, dbname)
-    env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
+    env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING", CHRONICLE_ACCESS_LOG="")
     py = python_exe()
-    procs: list[subprocess.Popen[bytes]] = []
-    results: Json = {"database": dbname, "workflows": args.workflows}
+    stack: ProcessGroup | None = None
+    results: Json = {"database": dbname, "workflows": args.workflows, "cores": os.cpu_count()}
+    results["load_average_before"] = os.getloadavg()
     t_run = time.perf_counter()
 
     log(f"creating database {dbname}")
@@ -475,38 +622,9 @@ def main() -> int:
 
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        log(f"starting gunicorn on :{port} and the shard owner")
-        procs.append(
-            subprocess.Popen(
-                [
-                    py,
-                    "-m",
-                    "gunicorn",
-                    "chronicle.asgi:application",
-                    "-k",
-                    "uvicorn_worker.UvicornWorker",
-                    "-w",
-                    "2",
-                    "-b",
-                    f"127.0.0.1:{port}",
-                    "--log-level",
-                    "warning",
-                ],
-                cwd=ROOT,
-                env=env,
-            )
-        )
-        procs.append(subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env))
-        deadline = time.time() + 60
-        while True:
-            try:
-                if httpx.get(base + "/api/schema/", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline or any(p.poll() is not None for p in procs):
-                raise RuntimeError("server did not come up")
-            time.sleep(0.3)
+        log(f"starting the stack (gunicorn on :{port}, the shard owner); logs in {LOG_DIR}")
+        stack = ProcessGroup(stack_processes(port, python=py), env=env, log_dir=LOG_DIR).start()
+        stack.wait_http(base, timeout=60)
         api = Api(base, key)
         # Warm both gunicorn workers / connections a bit.
         for _ in range(8):
@@ -527,12 +645,13 @@ def main() -> int:
         el13 = time.perf_counter() - t13
         ev13 = count_events(dburl) - ev0
         results["phases_1_3_events"] = {"events": ev13, "seconds": el13, "events_per_s": ev13 / el13}
-        results["timers"] = guarded("timers", phase_timers, api)
-        results["signals"] = guarded("signals", phase_signals, api, dburl, args.workflows)
-        stop_procs(procs)  # measure the ceiling on an otherwise idle server
+        results["timers"] = guarded("timers", phase_timers, api, dburl, stack)
+        results["signals"] = guarded("signals", phase_signals, api, dburl, args.workflows, stack)
+        stack.stop()  # measure the ceiling on an otherwise idle server
         results["pgbench"] = guarded("pgbench", phase_pgbench, dburl)
     finally:
-        stop_procs(procs)
+        if stack is not None:
+            stack.stop()
         try:
             with psycopg.connect(admin_url, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
@@ -540,6 +659,7 @@ def main() -> int:
         except Exception as exc:
             log(f"could not drop {dbname}: {exc}")
     results["total_seconds"] = time.perf_counter() - t_run
+    results["load_average_after"] = os.getloadavg()
     for k in ("starts", "wft", "activity", "timers", "signals", "pgbench"):
         results.setdefault(k, {"error": "not run"})
 
@@ -592,7 +712,16 @@ def main() -> int:
             verdict(checks["timer_lateness_p99_ms"][2]),
         ),
         ("timer lateness (fire event) p50 / p99", pair("timers", "fire_event_lateness"), "", ""),
+        ("timer fired -> task received p50 / p99", pair("timers", "fired_to_received"), "", ""),
         ("timers fired / expected", f"{g(r, 'timers', 'fired_seen')} / {g(r, 'timers', 'timers')}", "", ""),
+        ("timer setup margin before the due time", fmt(g(r, "timers", "setup_margin_s"), " s"), "> 0 s", ""),
+        ("workflow tasks for the timers", fmt(g(r, "timers", "workflow_tasks_after_due")), "", ""),
+        (
+            "CPU per timer workflow task: server / PostgreSQL / client",
+            cpu_triple(g(r, "timers", "cpu_per_workflow_task"), "server_ms", "postgres_ms", "client_ms"),
+            "",
+            "",
+        ),
         ("events/s (phases 1-3)", fmt(e13), "", vs(e13)),
         ("signals/s", fmt(g(r, "signals", "signals_per_s")), "", ""),
         (
@@ -602,6 +731,19 @@ def main() -> int:
             (vs(ev_s) + " " if ratio is not None else "") + verdict(checks["events_vs_pgbench_ratio"][2]),
         ),
         ("pgbench tps (ceiling)", fmt(tps) if tps else str(g(r, "pgbench", "error"))[:60], "", ""),
+        (
+            "CPU per signal: server / PostgreSQL / client",
+            cpu_triple(g(r, "signals", "cpu_per_signal"), "server_ms", "postgres_ms", "client_ms"),
+            "",
+            "",
+        ),
+        (
+            "CPU per pgbench txn: PostgreSQL / pgbench",
+            cpu_triple(g(r, "pgbench", "cpu_per_txn"), "postgres_ms", "client_ms"),
+            "",
+            "",
+        ),
+        ("CPU-bound signals/s on this machine", fmt(signal_cpu_ceiling(r)), "", ""),
     ]
     w = [max(len(x[i]) for x in [*rows, ("metric", "value", "target", "result")]) for i in range(4)]
     line = "  ".join("-" * n for n in w)
@@ -611,7 +753,9 @@ def main() -> int:
     for row in rows:
         print("  ".join(c.ljust(n) for c, n in zip(row, w, strict=False)))
     print(line)
-    print(f"total runtime {results['total_seconds']:.0f}s")
+    print(f"total runtime {results['total_seconds']:.0f}s on {results['cores']} cores")
+    before, after = results["load_average_before"], results["load_average_after"]
+    print(f"load average (1 min) before {before[0]:.2f}, after {after[0]:.2f}")
 
     out_dir = BENCH_DIR / "results"
     out_dir.mkdir(exist_ok=True)

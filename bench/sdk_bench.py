@@ -39,12 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from run_bench import free_port, python_exe, stop_procs, with_db
+from run_bench import free_port, python_exe, with_db
 from sdk_bench_workloads import Json, Plan, measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's sdk, installed or not
 from sdk_bench_worker import ChronicleSystem
 
+from chronicle.launcher import ProcessGroup, stack_processes
 from sdk.client import Client
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -95,31 +96,15 @@ def prepare_chronicle(env: dict[str, str]) -> str:
     return out.stdout.strip().splitlines()[-1].strip()
 
 
-def start_server(env: dict[str, str], port: int) -> list[subprocess.Popen[bytes]]:
-    py = python_exe()
-    frontend = [py, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
-    frontend += ["-w", "2", "-b", f"127.0.0.1:{port}", "--timeout", "120", "--log-level", "warning"]
-    return [
-        subprocess.Popen(frontend, cwd=ROOT, env=env),
-        subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env),
-    ]
-
-
-async def wait_for_server(url: str, procs: list[subprocess.Popen[bytes]]) -> None:
-    import httpx
-
-    deadline = time.monotonic() + 60
-    async with httpx.AsyncClient() as http:
-        while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in procs):
-                break
-            try:
-                if (await http.get(url + "/api/schema/", timeout=5)).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.3)
-    raise RuntimeError("the Chronicle server did not come up")
+def stop_process(proc: subprocess.Popen[bytes], grace: float = 20.0) -> None:
+    """SIGTERM (a worker then shuts down gracefully and writes its profile), SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def worker_env(env: dict[str, str], url: str, key: str) -> dict[str, str]:
@@ -183,19 +168,18 @@ def run_chronicle(server_url: str, plan: Plan, systems: set[str], profile: bool)
         key = prepare_chronicle(env)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        procs = start_server(env, port)
         figures: Json = {}
         in_process: Json = {}
         worker_profile = RESULTS / "sdk_worker.pstats" if profile else None
-        try:
-            asyncio.run(wait_for_server(url, procs))
+        stack = ProcessGroup(stack_processes(port, python=python_exe()), env=env, log_dir=RESULTS / "logs")
+        with stack:
+            stack.wait_http(url, timeout=60)
             if "chronicle" in systems:
-                figures = measure_with_worker_process(env, url, key, plan, procs[0], worker_profile)
+                frontend = stack.processes["frontend"]
+                figures = measure_with_worker_process(env, url, key, plan, frontend, worker_profile)
             if "inprocess" in systems:
                 log("Chronicle: one application process hosting the worker, eager start")
                 in_process = run_in_process(env, url, key, plan)
-        finally:
-            stop_procs(procs[::-1])
     return figures, in_process
 
 
@@ -217,7 +201,7 @@ def measure_with_worker_process(
         if spy is not None:
             spy.send_signal(2)  # py-spy writes its output on SIGINT
             spy.wait(30)
-        stop_procs([worker])  # SIGTERM: the worker shuts down gracefully (and writes its profile)
+        stop_process(worker)
     if worker_profile is not None and worker_profile.exists():
         figures["worker_profile"] = summarise_pstats(worker_profile)
     if spy is not None and spy_out.exists():

@@ -26,7 +26,7 @@ async def bench_step(i: int) -> int:
 
 @DBOS.workflow()
 async def one_step() -> int:
-    return await bench_step(1)
+    return int(await bench_step(1))
 
 
 @DBOS.workflow()

@@ -96,6 +96,14 @@ POLL_REQUEST_SCHEMA: dict[str, Any] = {
     "properties": {
         "identity": {"type": "string", "maxLength": 1000, "description": "the worker's identity"},
         "timeout": {"type": "number", "description": "seconds to wait, capped by the server's poll timeout"},
+        "worker_version_capabilities": {
+            "type": "object",
+            "description": "the worker's build; with use_versioning it takes only tasks of runs pinned to it",
+            "properties": {
+                "build_id": {"type": "string", "maxLength": 255},
+                "use_versioning": {"type": "boolean", "default": False},
+            },
+        },
     },
 }
 

@@ -13,6 +13,7 @@ from typing import Any
 class ErrorCode(StrEnum):
     INVALID_ARGUMENT = "invalid_argument"
     MALFORMED_REQUEST = "malformed_request"
+    INVALID_QUERY = "invalid_query"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNAUTHENTICATED = "unauthenticated"
     PERMISSION_DENIED = "permission_denied"
@@ -32,6 +33,7 @@ class ErrorCode(StrEnum):
 _STATUS = {
     ErrorCode.INVALID_ARGUMENT: 400,
     ErrorCode.MALFORMED_REQUEST: 400,
+    ErrorCode.INVALID_QUERY: 400,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.UNAUTHENTICATED: 401,
     ErrorCode.PERMISSION_DENIED: 403,

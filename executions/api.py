@@ -20,14 +20,14 @@ from rest_framework.views import APIView
 from chronicle.api import StrictCharField, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import ChronicleError, ErrorCode, invalid
 from chronicle.openapi import endpoint
-from executions import schemas, selectors
+from executions import schemas, search_attributes, selectors, visibility
 from history import kernel
 from history.models import QueryState, WorkflowExecution, WorkflowQuery
 from matching.longpoll import hub
 from namespaces.auth import access_namespace
-from namespaces.models import Namespace
+from namespaces.models import IndexedValueType, Namespace
 
 REUSE = [
     "ALLOW_DUPLICATE",
@@ -36,6 +36,7 @@ REUSE = [
     "TERMINATE_IF_RUNNING",
 ]
 CONFLICT = ["FAIL", "USE_EXISTING", "TERMINATE_EXISTING"]
+QUERY_HELP = "a visibility query, e.g. WorkflowType = 'Order' AND ExecutionStatus = 'Running'"
 
 
 class NamespaceApi(APIView):
@@ -117,18 +118,19 @@ class WorkflowListApi(NamespaceApi):
 
     @extend_schema_serializer(component_name="ListWorkflowExecutionsParams")
     class ListSerializer(serializers.Serializer[Any]):
-        workflow_type = StrictCharField(required=False, default="")
-        workflow_id = StrictCharField(required=False, default="")
-        status = StrictCharField(required=False, default="")
-        started_after = serializers.DateTimeField(required=False, default=None)
-        started_before = serializers.DateTimeField(required=False, default=None)
-        closed_after = serializers.DateTimeField(required=False, default=None)
-        closed_before = serializers.DateTimeField(required=False, default=None)
+        query = serializers.CharField(
+            required=False,
+            default="",
+            allow_blank=True,
+            trim_whitespace=False,
+            max_length=10_000,
+            help_text=QUERY_HELP,
+        )
         page_size = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
-        cursor = StrictCharField(required=False, default="")
+        next_page_token = StrictCharField(required=False, default="", allow_blank=True, max_length=4096)
 
     @endpoint(
-        summary="List workflow executions, newest first",
+        summary="List workflow executions matching a visibility query, newest first by default",
         tag="client",
         parameters=[ListSerializer],
         response=schemas.ExecutionPageSerializer,
@@ -138,8 +140,83 @@ class WorkflowListApi(NamespaceApi):
         ns = self.namespace(request, namespace)
         params = self.ListSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        rows, cursor = selectors.execution_list(ns, **params.validated_data)
-        return Response({"executions": rows, "next_cursor": cursor})
+        rows, token = selectors.execution_list(ns, **params.validated_data)
+        return Response({"executions": rows, "next_page_token": token})
+
+
+class WorkflowCountApi(NamespaceApi):
+    @extend_schema_serializer(component_name="CountWorkflowExecutionsParams")
+    class ParamsSerializer(serializers.Serializer[Any]):
+        query = serializers.CharField(
+            required=False,
+            default="",
+            allow_blank=True,
+            trim_whitespace=False,
+            max_length=10_000,
+            help_text=QUERY_HELP,
+        )
+        group_by = serializers.ChoiceField(["", "ExecutionStatus"], required=False, default="")
+
+    @endpoint(
+        summary="Count workflow executions matching a visibility query, optionally by ExecutionStatus",
+        tag="client",
+        parameters=[ParamsSerializer],
+        response=schemas.ExecutionCountSerializer,
+        operation_id="count_workflow_executions",
+    )
+    def get(self, request: Request, namespace: str) -> Response:
+        ns = self.namespace(request, namespace)
+        params = self.ParamsSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        return Response(visibility.count_executions(ns, **params.validated_data))
+
+
+class SearchAttributeListApi(NamespaceApi):
+    role = "admin"
+
+    @extend_schema_serializer(component_name="AddSearchAttributeRequest")
+    class InputSerializer(serializers.Serializer[Any]):
+        name = StrictCharField(max_length=255)
+        type = serializers.ChoiceField(IndexedValueType.values)
+
+    @endpoint(
+        summary="List the namespace's system and custom search attributes",
+        tag="admin",
+        response=schemas.SearchAttributesSerializer,
+        operation_id="list_search_attributes",
+    )
+    def get(self, request: Request, namespace: str) -> Response:
+        return Response(search_attributes.list_attributes(self.namespace(request, namespace)))
+
+    @endpoint(
+        summary="Register a custom search attribute (idempotent for the same type)",
+        tag="admin",
+        request=InputSerializer,
+        response=schemas.SearchAttributesSerializer,
+        success=(200, 201),
+        operation_id="add_search_attribute",
+    )
+    def post(self, request: Request, namespace: str) -> Response:
+        ns = self.namespace(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        created = search_attributes.add_attribute(
+            ns, data.validated_data["name"], data.validated_data["type"]
+        )
+        return Response(search_attributes.list_attributes(ns), status=201 if created else 200)
+
+
+class SearchAttributeDetailApi(NamespaceApi):
+    role = "admin"
+
+    @endpoint(
+        summary="Remove a custom search attribute; values already stored on runs are kept",
+        tag="admin",
+        operation_id="remove_search_attribute",
+    )
+    def delete(self, request: Request, namespace: str, name: str) -> Response:
+        search_attributes.remove_attribute(self.namespace(request, namespace), name)
+        return Response({})
 
 
 class SignalWithStartApi(NamespaceApi):
@@ -277,6 +354,7 @@ class HistoryApi(NamespaceApi):
             default="ALL_EVENT",
             help_text="CLOSE_EVENT: only the run's close event; with wait_new_event, wait for it",
         )
+        run_id = serializers.UUIDField(required=False, default=None, help_text="the run (default: latest)")
 
     @endpoint(
         summary="Page through a run's history, optionally long-polling for new events",
@@ -289,7 +367,10 @@ class HistoryApi(NamespaceApi):
         params = self.ParamsSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         p = params.validated_data
-        execution = selectors.execution_get(ns, workflow_id, run_id)
+        query_run_id = str(p["run_id"]) if p["run_id"] is not None else None
+        if run_id is not None and query_run_id is not None and query_run_id != run_id:
+            raise invalid("run_id in the query differs from the run in the path")
+        execution = selectors.execution_get(ns, workflow_id, run_id or query_run_id)
         if p["history_event_filter_type"] == "CLOSE_EVENT":
             return Response(_close_event_page(execution, p))
         events, cursor = selectors.history_page(

@@ -10,9 +10,7 @@ and terminate or cancel of a run already closed counts as done.
 
 from __future__ import annotations
 
-import re
 import uuid
-from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -20,7 +18,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
-from executions import selectors
+from executions import selectors, visibility
 from executions.models import MAX_RECORDED_FAILURES, BatchJob, BatchOperation, BatchState
 from history import kernel
 from history.models import WorkflowExecution
@@ -30,52 +28,11 @@ DRY_RUN_SAMPLE = 20
 MAX_RPS = 1000.0
 RESET_TYPES = {"FirstWorkflowTask": "first", "LastWorkflowTask": "last"}
 
+
 # -- selection ------------------------------------------------------------------------------
-_CLAUSE = re.compile(r"^\s*(\w+)\s*(=|>=|<=|>|<)\s*(?:'([^']*)'|\"([^\"]*)\"|(\S+))\s*$")
-_FIELDS: dict[tuple[str, str], str] = {
-    ("workflowtype", "="): "workflow_type",
-    ("workflowid", "="): "workflow_id",
-    ("executionstatus", "="): "status",
-    ("starttime", ">"): "started_after",
-    ("starttime", ">="): "started_after",
-    ("starttime", "<"): "started_before",
-    ("starttime", "<="): "started_before",
-    ("closetime", ">"): "closed_after",
-    ("closetime", ">="): "closed_after",
-    ("closetime", "<"): "closed_before",
-    ("closetime", "<="): "closed_before",
-}
-_TIME_FILTERS = {"started_after", "started_before", "closed_after", "closed_before"}
-
-
 def select_runs(namespace: Namespace, query: str) -> QuerySet[WorkflowExecution]:
-    """The runs matching ``query`` (``WorkflowType = 'X' AND ExecutionStatus = 'Running'``).
-
-    Understands the list endpoint's filters, joined by AND; an empty query matches
-    every run of the namespace.
-    """
-    filters: dict[str, Any] = {}
-    clauses = re.split(r"\s+AND\s+", query.strip(), flags=re.IGNORECASE) if query.strip() else []
-    for clause in clauses:
-        match = _CLAUSE.match(clause)
-        key = (match.group(1).lower(), match.group(2)) if match else None
-        if match is None or key not in _FIELDS:
-            raise invalid(
-                f"cannot read the query clause {clause.strip()!r}",
-                known="WorkflowType =, WorkflowId =, ExecutionStatus =, StartTime >/<, CloseTime >/<",
-            )
-        name = _FIELDS[key]
-        value = next(v for v in match.groups()[2:] if v is not None)
-        filters[name] = _parse_time(value, clause) if name in _TIME_FILTERS else value
-    return selectors.execution_filter(namespace, **filters)
-
-
-def _parse_time(value: str, clause: str) -> datetime:
-    try:
-        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise invalid(f"{value!r} in {clause.strip()!r} is not an ISO 8601 time") from None
-    return stamp if stamp.tzinfo else timezone.make_aware(stamp)
+    """The runs matching the visibility ``query``; an empty query matches every run."""
+    return visibility.search(namespace, query)
 
 
 def job_runs(job: BatchJob) -> QuerySet[WorkflowExecution]:

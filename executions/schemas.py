@@ -42,6 +42,9 @@ class ExecutionSummarySerializer(serializers.Serializer[Any]):
     first_run_id = serializers.UUIDField()
     previous_run_id = serializers.UUIDField(allow_null=True)
     new_run_id = serializers.UUIDField(allow_null=True)
+    assigned_build_id = serializers.CharField(
+        allow_null=True, help_text="the build the run is pinned to; null when unversioned"
+    )
     reset_base_run_id = serializers.UUIDField(
         allow_null=True, help_text="a reset run: the run it was reset from"
     )
@@ -51,7 +54,24 @@ class ExecutionSummarySerializer(serializers.Serializer[Any]):
 
 class ExecutionPageSerializer(serializers.Serializer[Any]):
     executions = ExecutionSummarySerializer(many=True)
-    next_cursor = serializers.CharField(allow_null=True, help_text="pass as cursor for the next page")
+    next_page_token = serializers.CharField(
+        allow_null=True, help_text="pass with the same query for the next page; null on the last page"
+    )
+
+
+class CountGroupSerializer(serializers.Serializer[Any]):
+    group_values = serializers.ListField(child=serializers.CharField())
+    count = serializers.IntegerField()
+
+
+class ExecutionCountSerializer(serializers.Serializer[Any]):
+    count = serializers.IntegerField()
+    groups = CountGroupSerializer(many=True, help_text="one per ExecutionStatus when group_by is set")
+
+
+class SearchAttributesSerializer(serializers.Serializer[Any]):
+    system = serializers.DictField(child=serializers.CharField(), help_text="name -> type")
+    custom = serializers.DictField(child=serializers.CharField(), help_text="name -> type")
 
 
 class PendingActivitySerializer(serializers.Serializer[Any]):

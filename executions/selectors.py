@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
-
 from chronicle.errors import ChronicleError, ErrorCode, invalid
+from executions import visibility
 from history.kernel.responses import serialize_event
+from history.kernel.schedules import upcoming_action_times
+from history.kernel.versioning import wire_build_id
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
     PendingActivity,
     PendingChildExecution,
+    Schedule,
     WorkflowExecution,
 )
 from namespaces.models import Namespace
 
 HISTORY_MAX_PAGE = 256
-LIST_MAX_PAGE = 1000
 
 
 def execution_get(namespace: Namespace, workflow_id: str, run_id: str | None) -> WorkflowExecution:
@@ -53,6 +53,7 @@ def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
         "first_run_id": str(ex.first_run_id),
         "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
         "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
+        "assigned_build_id": wire_build_id(ex.assigned_build_id),
         "reset_base_run_id": str(ex.reset_base_run_id) if ex.reset_base_run_id else None,
         "reset_event_id": ex.reset_event_id or None,
         "reset_run_id": str(ex.reset_run_id) if ex.reset_run_id else None,
@@ -126,58 +127,71 @@ def history_page(
     return [serialize_event(e) for e in events], (events[-1].event_id if more else None)
 
 
-def execution_filter(
-    namespace: Namespace,
-    *,
-    workflow_type: str = "",
-    status: str = "",
-    workflow_id: str = "",
-    started_after: datetime | None = None,
-    started_before: datetime | None = None,
-    closed_after: datetime | None = None,
-    closed_before: datetime | None = None,
-) -> QuerySet[WorkflowExecution]:
-    """The runs of a namespace that match the list filters."""
-    qs = WorkflowExecution.objects.filter(namespace=namespace)
-    if workflow_type:
-        qs = qs.filter(workflow_type=workflow_type)
-    if status:
-        if status not in ExecutionStatus.values:
-            raise invalid(f"unknown status {status!r}", known=ExecutionStatus.values)
-        qs = qs.filter(status=status)
-    if workflow_id:
-        qs = qs.filter(workflow_id=workflow_id)
-    if started_after:
-        qs = qs.filter(start_time__gte=started_after)
-    if started_before:
-        qs = qs.filter(start_time__lt=started_before)
-    if closed_after:
-        qs = qs.filter(close_time__gte=closed_after)
-    if closed_before:
-        qs = qs.filter(close_time__lt=closed_before)
-    return qs
-
-
 def execution_list(
-    namespace: Namespace,
-    *,
-    page_size: int = 100,
-    cursor: str = "",
-    **filters: Any,
+    namespace: Namespace, *, query: str = "", page_size: int = 100, next_page_token: str = ""
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Newest first, keyset-paginated on (start_time, run_id) so deep pages stay fast."""
-    qs = execution_filter(namespace, **filters)
+    """One keyset page of the runs ``query`` selects (see ``executions.visibility``)."""
+    rows, token = visibility.page(namespace, query, page_size=page_size, next_page_token=next_page_token)
+    return [execution_summary(r) for r in rows], token
+
+
+def schedule_get(namespace: Namespace, schedule_id: str) -> Schedule:
+    schedule = Schedule.objects.filter(namespace=namespace, schedule_id=schedule_id).first()
+    if schedule is None:
+        raise ChronicleError(ErrorCode.NOT_FOUND, f"schedule {schedule_id!r} not found")
+    return schedule
+
+
+def schedule_describe(schedule: Schedule) -> dict[str, Any]:
+    """The definition as the client sent it, plus what the schedule has done (``info``).
+
+    ``running_actions`` is read against the runs' status now, so a run that closed a
+    moment ago is not reported running while the schedule has yet to fire again.
+    """
+    running_ids = [a["run_id"] for a in schedule.running_actions]
+    still_running = {
+        str(r)
+        for r in WorkflowExecution.objects.filter(
+            run_id__in=running_ids, status=ExecutionStatus.RUNNING
+        ).values_list("run_id", flat=True)
+    }
+    return {
+        "schedule_id": schedule.schedule_id,
+        "conflict_token": schedule.conflict_token,
+        "memo": schedule.memo,
+        "schedule": {
+            "spec": schedule.spec,
+            "action": schedule.action,
+            "policy": schedule.policy,
+            "state": {
+                "paused": schedule.paused,
+                "note": schedule.note,
+                "limited_actions": schedule.limited_actions,
+                "remaining_actions": schedule.remaining_actions,
+            },
+        },
+        "info": {
+            "num_actions": schedule.num_actions,
+            "num_actions_missed_catchup_window": schedule.num_actions_missed_catchup_window,
+            "num_actions_skipped_overlap": schedule.num_actions_skipped_overlap,
+            "running_actions": [a for a in schedule.running_actions if a["run_id"] in still_running],
+            "recent_actions": schedule.recent_actions,
+            "next_action_times": [t.isoformat() for t in upcoming_action_times(schedule)],
+            "buffered_actions": len(schedule.buffered_starts),
+            "created_at": schedule.created_at.isoformat(),
+            "last_updated_at": schedule.last_updated_at.isoformat() if schedule.last_updated_at else None,
+        },
+    }
+
+
+def schedule_list(
+    namespace: Namespace, *, page_size: int = 100, cursor: str = ""
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Schedules in id order, a page at a time; the cursor is the last id of the page."""
+    qs = Schedule.objects.filter(namespace=namespace).order_by("schedule_id")
     if cursor:
-        try:
-            stamp, run = cursor.split("|")
-            cursor_time = datetime.fromisoformat(stamp)
-            cursor_run = uuid.UUID(run)
-        except ValueError:
-            raise invalid("bad page cursor") from None
-        qs = qs.filter(Q(start_time__lt=cursor_time) | Q(start_time=cursor_time, run_id__lt=cursor_run))
-    page_size = max(1, min(page_size, LIST_MAX_PAGE))
-    rows = list(qs.order_by("-start_time", "-run_id")[: page_size + 1])
+        qs = qs.filter(schedule_id__gt=cursor)
+    rows = list(qs[: page_size + 1])
     more = len(rows) > page_size
     rows = rows[:page_size]
-    next_cursor = f"{rows[-1].start_time.isoformat()}|{rows[-1].run_id}" if more else None
-    return [execution_summary(r) for r in rows], next_cursor
+    return [schedule_describe(s) for s in rows], rows[-1].schedule_id if more else None

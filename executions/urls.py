@@ -2,13 +2,23 @@ from __future__ import annotations
 
 from django.urls import path
 
-from executions import api, batch_api
+from executions import api, batch_api, schedule_api
 
 _w = "workflows/<str:workflow_id>"
 _r = _w + "/runs/<str:run_id>"
 urlpatterns = [
     path("workflows", api.WorkflowListApi.as_view(), name="workflows"),
+    path("workflow-count", api.WorkflowCountApi.as_view()),
     path("signal-with-start", api.SignalWithStartApi.as_view()),
+    path("schedules", schedule_api.ScheduleListApi.as_view()),
+    path("schedules/<str:schedule_id>", schedule_api.ScheduleDetailApi.as_view()),
+    path("schedules/<str:schedule_id>/update", schedule_api.ScheduleUpdateApi.as_view()),
+    path("schedules/<str:schedule_id>/pause", schedule_api.SchedulePauseApi.as_view()),
+    path("schedules/<str:schedule_id>/unpause", schedule_api.ScheduleUnpauseApi.as_view()),
+    path("schedules/<str:schedule_id>/trigger", schedule_api.ScheduleTriggerApi.as_view()),
+    path("schedules/<str:schedule_id>/backfill", schedule_api.ScheduleBackfillApi.as_view()),
+    path("search-attributes", api.SearchAttributeListApi.as_view()),
+    path("search-attributes/<str:name>", api.SearchAttributeDetailApi.as_view()),
     path("batch-operations", batch_api.BatchListApi.as_view()),
     path("batch-operations/<str:job_id>", batch_api.BatchDetailApi.as_view()),
     path("batch-operations/<str:job_id>/stop", batch_api.BatchStopApi.as_view()),

@@ -83,6 +83,8 @@ class WorkflowExecution(models.Model):
     sticky_task_queue = models.CharField(max_length=1000, default="")
     sticky_schedule_to_start_timeout = models.FloatField(default=5.0)
     timer_sequence = models.BigIntegerField(default=0)
+    # The build this run is pinned to ('' = unversioned): its tasks go only to that build's pollers.
+    assigned_build_id = models.CharField(max_length=255, default="")
 
     class Meta:
         constraints = [
@@ -94,10 +96,13 @@ class WorkflowExecution(models.Model):
         ]
         indexes = [
             models.Index(fields=["namespace", "workflow_id", "-start_time"], name="exec_wid_start"),
-            models.Index(fields=["namespace", "-start_time"], name="exec_ns_start"),
-            models.Index(fields=["namespace", "status", "-start_time"], name="exec_ns_status"),
-            models.Index(fields=["namespace", "workflow_type", "-start_time"], name="exec_ns_type"),
-            models.Index(fields=["namespace", "-close_time"], name="exec_ns_close"),
+            # Visibility: each serves a filter and the keyset order (sort key, then run_id).
+            models.Index(fields=["namespace", "-start_time", "-run_id"], name="exec_ns_start"),
+            models.Index(fields=["namespace", "status", "-start_time", "-run_id"], name="exec_ns_status"),
+            models.Index(
+                fields=["namespace", "workflow_type", "-start_time", "-run_id"], name="exec_ns_type"
+            ),
+            models.Index(fields=["namespace", "-close_time", "-run_id"], name="exec_ns_close"),
             GinIndex(fields=["search_attributes"], name="exec_search_attrs"),
         ]
 
@@ -191,13 +196,16 @@ class Task(models.Model):
     scheduled_event_id = models.BigIntegerField(default=0)
     attempt = models.IntegerField(default=1)
     query = models.ForeignKey("WorkflowQuery", null=True, blank=True, on_delete=models.CASCADE)
+    # Only pollers of this build take the task ('' = unversioned pollers).
+    build_id = models.CharField(max_length=255, default="")
     visible_at = models.DateTimeField()
     created_at = models.DateTimeField()
 
     class Meta:
         indexes = [
             models.Index(
-                fields=["namespace", "task_queue", "kind", "visible_at", "id"], name="task_dispatch"
+                fields=["namespace", "task_queue", "kind", "build_id", "visible_at", "id"],
+                name="task_dispatch_build",
             ),
             models.Index(fields=["run"], name="task_run"),
         ]
@@ -213,6 +221,7 @@ class TimerKind(models.TextChoices):
     WORKFLOW_EXECUTION_TIMEOUT = "workflow_execution_timeout"
     WORKFLOW_BACKOFF = "workflow_backoff"
     RETENTION = "retention"
+    SCHEDULE = "schedule"
     # Transfer duties: due at once, they carry a change to another execution (DESIGN §5).
     START_CHILD = "start_child"
     CHILD_CLOSED = "child_closed"
@@ -222,13 +231,17 @@ class TimerKind(models.TextChoices):
 
 
 class TimerTask(models.Model):
-    """Every time-based duty. A pending user timer *is* its USER_TIMER row."""
+    """Every time-based duty. A pending user timer *is* its USER_TIMER row.
+
+    A row belongs to a run, or (kind SCHEDULE) to a schedule: its next firing.
+    """
 
     id = models.BigAutoField(primary_key=True)
     shard_id = models.IntegerField()
     fire_at = models.DateTimeField()
     kind = models.CharField(max_length=32, choices=TimerKind.choices)
-    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, null=True, blank=True)
+    schedule = models.ForeignKey("Schedule", on_delete=models.CASCADE, null=True, blank=True)
     timer_id = models.CharField(max_length=1000, default="")
     scheduled_event_id = models.BigIntegerField(default=0)
     attempt = models.IntegerField(default=0)
@@ -240,6 +253,49 @@ class TimerTask(models.Model):
             models.Index(fields=["shard_id", "fire_at"], name="timer_due"),
             models.Index(fields=["run", "kind"], name="timer_run"),
         ]
+
+
+class Schedule(models.Model):
+    """A schedule: when to start which workflow, and what it has done so far.
+
+    ``spec``, ``action`` and ``policy`` hold the client's definition as JSON (the wire
+    shape of the REST API); the columns after them are the schedule's own state, which
+    only ``history.kernel.schedules`` writes. ``cursor_time`` is the last nominal time
+    the schedule has dealt with: the next firing looks for spec times after it.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
+    schedule_id = models.CharField(max_length=1000)
+    shard_id = models.IntegerField()
+    spec = models.JSONField(default=dict)
+    action = models.JSONField(default=dict)
+    policy = models.JSONField(default=dict)
+    memo = models.JSONField(default=dict)
+    paused = models.BooleanField(default=False)
+    note = models.TextField(default="", blank=True)
+    limited_actions = models.BooleanField(default=False)
+    remaining_actions = models.IntegerField(default=0)
+    cursor_time = models.DateTimeField()
+    num_actions = models.BigIntegerField(default=0)
+    num_actions_missed_catchup_window = models.BigIntegerField(default=0)
+    num_actions_skipped_overlap = models.BigIntegerField(default=0)
+    # [{"workflow_id", "run_id"}] of started runs not yet seen closed.
+    running_actions = models.JSONField(default=list)
+    # The last few starts, oldest first: [{"schedule_time", "actual_time", "workflow_id", "run_id"}].
+    recent_actions = models.JSONField(default=list)
+    # Nominal times waiting for a running action to close (BUFFER_ONE/BUFFER_ALL/CANCEL_OTHER):
+    # [{"nominal", "actual", "overlap"}].
+    buffered_starts = models.JSONField(default=list)
+    conflict_token = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField()
+    last_updated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "schedule_id"], name="uniq_schedule_id")]
+
+    def __str__(self) -> str:
+        return self.schedule_id
 
 
 class ParentClosePolicy(models.TextChoices):

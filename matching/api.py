@@ -26,11 +26,14 @@ from chronicle.errors import ChronicleError
 from chronicle.openapi import endpoint
 from history import kernel
 from history.kernel._mutation import task_wakeup_key
+from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp
 from history.models import TaskKind
-from matching import schemas
+from matching import schemas, selectors
 from matching.dispatch import DispatchThrottled, poll_once
 from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
+from namespaces.models import ApiKey, Namespace
+from namespaces.services import build_id_set_current
 
 ASYNC_ENDPOINTS = [
     (
@@ -50,27 +53,33 @@ def _db(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     return sync_to_async(fn, thread_sensitive=False)
 
 
+def _admit_poller(authorization: str | None, namespace: str) -> tuple[Namespace, str]:
+    """Authenticate and gate a poll, and read the LISTEN conninfo: one trip to a thread."""
+    key = api_key_from_header(authorization)
+    return access_namespace(key, namespace, "worker"), listen_conninfo()
+
+
 async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str) -> HttpResponse:
     try:
         if request.method != "POST":
             return JsonResponse({"code": "method_not_allowed", "message": "use POST"}, status=405)
         refuse_nul(namespace + task_queue, "the path")
         body = parse_json_body(request.body)
-        key = await _db(api_key_from_header)(request.headers.get("Authorization"))
-        ns = await _db(access_namespace)(key, namespace, "worker")
+        ns, conninfo = await _db(_admit_poller)(request.headers.get("Authorization"), namespace)
         identity = str(body.get("identity") or "")[:1000]
+        worker_version = WorkerVersionStamp.from_wire(body.get("worker_version_capabilities"))
         settings = engine_settings()
         timeout = min(
             float(body.get("timeout") or settings.poll_timeout_seconds),
             settings.poll_timeout_seconds,
         )
-        hub.ensure_listening(await _db(listen_conninfo)())
+        hub.ensure_listening(conninfo)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         wake_key = task_wakeup_key(ns.id, kind, task_queue)
         while True:
             try:
-                task = await _db(poll_once)(ns, task_queue, kind, identity)
+                task = await _db(poll_once)(ns, task_queue, kind, identity, worker_version)
             except DispatchThrottled as throttled:
                 await asyncio.sleep(min(throttled.wait, max(0.0, deadline - loop.time())))
                 task = None
@@ -113,6 +122,19 @@ class TokenSerializer(serializers.Serializer[Any]):
     identity = StrictCharField(max_length=1000, required=False, default="")
 
 
+class WorkerVersionSerializer(serializers.Serializer[Any]):
+    """A worker's build: Temporal's ``WorkerVersionStamp`` / ``WorkerVersionCapabilities``."""
+
+    build_id = StrictCharField(max_length=MAX_BUILD_ID_LENGTH, required=False, default="", allow_blank=True)
+    use_versioning = serializers.BooleanField(required=False, default=False)
+
+    def validate(self, attrs: dict[str, Any]) -> Any:
+        try:
+            return WorkerVersionStamp.from_wire(attrs)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
 class WorkflowTaskCompleteApi(WorkerApi):
     @extend_schema_serializer(component_name="WorkflowTaskCompletedRequest")
     class InputSerializer(TokenSerializer):
@@ -122,6 +144,7 @@ class WorkflowTaskCompleteApi(WorkerApi):
         return_new_workflow_task = serializers.BooleanField(required=False, default=False)
         force_create_new_workflow_task = serializers.BooleanField(required=False, default=False)
         query_results = serializers.DictField(child=serializers.DictField(), required=False, default=dict)
+        worker_version_stamp = WorkerVersionSerializer(required=False, default=None, allow_null=True)
 
     @endpoint(
         summary="Complete a workflow task with commands",
@@ -254,3 +277,63 @@ class QueryTaskRespondApi(WorkerApi):
         data.is_valid(raise_exception=True)
         kernel.respond_query_task_completed(**data.validated_data)
         return Response({})
+
+
+class TaskQueueApi(APIView):
+    """Base for reads and admin changes of one task queue, gated by ``role``."""
+
+    role = "client"
+
+    def namespace(self, request: Request, namespace: str) -> Namespace:
+        for value in self.kwargs.values():
+            refuse_nul(str(value), "the path")
+        return access_namespace(request.auth, namespace, self.role)
+
+
+class TaskQueueDescribeApi(TaskQueueApi):
+    @endpoint(
+        summary="Describe a task queue: current build, pollers by build, backlog",
+        tag="task-queues",
+        response=schemas.TaskQueueDescriptionSerializer,
+    )
+    def get(self, request: Request, namespace: str, task_queue: str) -> Response:
+        ns = self.namespace(request, namespace)
+        return Response(selectors.task_queue_describe(ns, task_queue))
+
+
+class BuildIdsApi(TaskQueueApi):
+    """The queue's current (default) build id: new runs on the queue are pinned to it."""
+
+    role = "admin"
+
+    @extend_schema_serializer(component_name="SetCurrentBuildIdRequest")
+    class InputSerializer(serializers.Serializer[Any]):
+        build_id = StrictCharField(min_length=1, max_length=MAX_BUILD_ID_LENGTH)
+
+    @endpoint(
+        summary="Get a task queue's current build id and its history of changes",
+        tag="task-queues",
+        response=schemas.BuildIdHistorySerializer,
+    )
+    def get(self, request: Request, namespace: str, task_queue: str) -> Response:
+        ns = self.namespace(request, namespace)
+        return Response(selectors.build_id_history(ns, task_queue))
+
+    @endpoint(
+        summary="Set a task queue's current build id (new runs are pinned to it)",
+        tag="task-queues",
+        request=InputSerializer,
+        response=schemas.BuildIdHistorySerializer,
+    )
+    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
+        ns = self.namespace(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key = request.auth
+        build_id_set_current(
+            namespace=ns,
+            task_queue=task_queue,
+            build_id=data.validated_data["build_id"],
+            set_by=key.name if isinstance(key, ApiKey) else "",
+        )
+        return Response(selectors.build_id_history(ns, task_queue))

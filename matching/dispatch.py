@@ -20,6 +20,7 @@ from history import kernel
 from history.kernel._mutation import lock_run
 from history.kernel.queries import query_task_token
 from history.kernel.responses import build_workflow_task_response
+from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id
 from history.models import QueryState, Task, TaskKind
 from matching.models import Poller
 from namespaces.models import Namespace, TaskQueueLimit
@@ -30,11 +31,11 @@ _POLLER_SEEN_GRANULARITY = timedelta(seconds=5)
 # A sticky queue whose poller has not been seen for this long counts as gone; a
 # waiting poll refreshes its row every granularity period, so live ones stay inside.
 STICKY_POLLER_LIVENESS = timedelta(seconds=10)
-# Per-process memory of poller rows written recently: (namespace, queue, kind, identity) -> monotonic time.
+# Poller rows written recently, per process: (namespace, queue, kind, identity, build) -> monotonic time.
 # Queue limits are cached per process; a changed limit takes effect within this time.
 QUEUE_LIMIT_CACHE_SECONDS = 3.0
 _queue_limit_cache: dict[tuple[object, str], tuple[float, float]] = {}
-_recent_poller_writes: dict[tuple[object, str, str, str], float] = {}
+_recent_poller_writes: dict[tuple[object, str, str, str, str], float] = {}
 
 
 class DispatchThrottled(Exception):
@@ -42,38 +43,43 @@ class DispatchThrottled(Exception):
         self.wait = wait
 
 
-def _take_next(namespace: Namespace, task_queue: str, kind: str) -> Task | None:
-    """Claim and delete the oldest visible row in one round trip (skipping locked ones)."""
+def _take_next(namespace: Namespace, task_queue: str, kind: str, build_id: str) -> Task | None:
+    """Claim and delete the oldest visible row in one round trip (skipping locked ones).
+
+    Only rows of the poller's build (``''`` for unversioned pollers) are candidates;
+    ``build_id`` is an equality column of the dispatch index, so the scan stays ordered.
+    """
     table = Task._meta.db_table
     taken = Task.objects.raw(
         f"""
         DELETE FROM {table} WHERE id = (
             SELECT id FROM {table}
-            WHERE namespace_id = %s AND task_queue = %s AND kind = %s AND visible_at <= %s
+            WHERE namespace_id = %s AND task_queue = %s AND kind = %s AND build_id = %s
+              AND visible_at <= %s
             ORDER BY visible_at, id
             LIMIT 1
             FOR UPDATE SKIP LOCKED
         )
         RETURNING *
         """,
-        [namespace.id, task_queue, kind, timezone.now()],
+        [namespace.id, task_queue, kind, build_id, timezone.now()],
     )
     return next(iter(taken), None)
 
 
-def _take(namespace: Namespace, task_queue: str, kind: str) -> tuple[Task | None, bool]:
+def _take(namespace: Namespace, task_queue: str, kind: str, build_id: str) -> tuple[Task | None, bool]:
     """The next row for this poller, and whether it came from a sticky queue with no live poller."""
-    task = _take_next(namespace, task_queue, kind)
+    task = _take_next(namespace, task_queue, kind, build_id)
     if task is not None or kind != TaskKind.WORKFLOW:
         return task, False
-    task = _claim_sticky_fallback(namespace, task_queue)
+    task = _claim_sticky_fallback(namespace, task_queue, build_id)
     if task is None:
         return None, False
     task.delete()
     return task, True
 
 
-def _claim_sticky_fallback(namespace: Namespace, task_queue: str) -> Task | None:
+def _claim_sticky_fallback(namespace: Namespace, task_queue: str, build_id: str) -> Task | None:
     """A workflow task waiting on the sticky queue of a run of ``task_queue`` with no live poller.
 
     This is the fast fallback: a normal-queue poller takes it at once instead of the
@@ -90,6 +96,7 @@ def _claim_sticky_fallback(namespace: Namespace, task_queue: str) -> Task | None
         .filter(
             namespace=namespace,
             kind=TaskKind.WORKFLOW,
+            build_id=build_id,
             query_id__isnull=True,
             visible_at__lte=timezone.now(),
             run__task_queue=task_queue,
@@ -133,9 +140,11 @@ def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
             raise DispatchThrottled(wait)
 
 
-def record_poller(namespace: Namespace, task_queue: str, kind: str, identity: str) -> None:
-    """Mark the poller as seen; at most one write per granularity period per process."""
-    key = (namespace.id, task_queue, kind, identity)
+def record_poller(
+    namespace: Namespace, task_queue: str, kind: str, identity: str, build_id: str = ""
+) -> None:
+    """Mark the poller (of ``build_id``) as seen; at most one write per granularity period per process."""
+    key = (namespace.id, task_queue, kind, identity, build_id)
     last_write = _recent_poller_writes.get(key)
     if last_write is not None and time.monotonic() - last_write < _POLLER_SEEN_GRANULARITY.total_seconds():
         return
@@ -145,6 +154,7 @@ def record_poller(namespace: Namespace, task_queue: str, kind: str, identity: st
         task_queue=task_queue,
         kind=kind,
         identity=identity,
+        build_id=build_id,
         last_seen_at__gte=now - _POLLER_SEEN_GRANULARITY,
     ).exists()
     if not updated:
@@ -153,31 +163,45 @@ def record_poller(namespace: Namespace, task_queue: str, kind: str, identity: st
             task_queue=task_queue,
             kind=kind,
             identity=identity,
+            build_id=build_id,
             defaults={"last_seen_at": now},
         )
     _recent_poller_writes[key] = time.monotonic()
 
 
-def poll_once(namespace: Namespace, task_queue: str, kind: str, identity: str) -> dict[str, Any] | None:
-    """Try to hand out one task now; None when the queue has nothing visible.
+def poll_once(
+    namespace: Namespace,
+    task_queue: str,
+    kind: str,
+    identity: str,
+    worker_version: WorkerVersionStamp | None = None,
+) -> dict[str, Any] | None:
+    """Try to hand out one task now; None when the queue has nothing visible for the poller's build.
 
     Each attempt also keeps the poller's registry row fresh, so a poll waiting a
     long time still counts as a live poller of its queue.
     """
-    record_poller(namespace, task_queue, kind, identity)
+    build_id = dispatch_build_id(worker_version)
+    record_poller(namespace, task_queue, kind, identity, build_id)
     _check_dispatch_limits(namespace, task_queue)
     for _ in range(MAX_STALE_PER_POLL):
         with transaction.atomic(durable=True):
-            task, from_sticky = _take(namespace, task_queue, kind)
+            task, from_sticky = _take(namespace, task_queue, kind, build_id)
             if task is None:
                 return None
-            response = _start(task, identity, sticky_fallback=from_sticky)
+            response = _start(task, identity, sticky_fallback=from_sticky, worker_version=worker_version)
         if response is not None:
             return response
     return None
 
 
-def _start(task: Task, identity: str, *, sticky_fallback: bool = False) -> dict[str, Any] | None:
+def _start(
+    task: Task,
+    identity: str,
+    *,
+    sticky_fallback: bool = False,
+    worker_version: WorkerVersionStamp | None = None,
+) -> dict[str, Any] | None:
     try:
         execution = lock_run(task.run_id)
     except ChronicleError:
@@ -205,6 +229,7 @@ def _start(task: Task, identity: str, *, sticky_fallback: bool = False) -> dict[
             identity=identity,
             request_id=request_id,
             sticky_fallback=sticky_fallback,
+            worker_version=worker_version,
         )
         return started.as_dict() if started else None
     return kernel.record_activity_task_started_txn(
@@ -216,18 +241,4 @@ def _start(task: Task, identity: str, *, sticky_fallback: bool = False) -> dict[
     )
 
 
-def queue_backlog(namespace: Namespace, task_queue: str, kind: str) -> dict[str, Any]:
-    qs = Task.objects.filter(namespace=namespace, task_queue=task_queue, kind=kind)
-    oldest = qs.order_by("visible_at").values_list("visible_at", flat=True).first()
-    return {
-        "backlog": qs.count(),
-        "oldest_visible_at": oldest.isoformat() if oldest else None,
-        "pollers": list(
-            Poller.objects.filter(namespace=namespace, task_queue=task_queue, kind=kind).values(
-                "identity", "last_seen_at"
-            )
-        ),
-    }
-
-
-__all__ = ["DispatchThrottled", "poll_once", "queue_backlog", "record_poller"]
+__all__ = ["DispatchThrottled", "poll_once", "record_poller"]

@@ -1,4 +1,4 @@
-"""The poller registry: who polls which queue, last seen when."""
+"""The poller registry: who polls which queue for which build, last seen when."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ class Poller(models.Model):
     task_queue = models.CharField(max_length=1000)
     kind = models.CharField(max_length=16)
     identity = models.CharField(max_length=1000)
+    # The build whose tasks this poller takes ('' = an unversioned poller).
+    build_id = models.CharField(max_length=255, default="")
     last_seen_at = models.DateTimeField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["namespace", "task_queue", "kind", "identity"], name="uniq_poller"
+                fields=["namespace", "task_queue", "kind", "identity", "build_id"], name="uniq_poller_build"
             )
         ]

@@ -82,3 +82,36 @@ class WorkflowTaskCompletedSerializer(serializers.Serializer[Any]):
 
 class HeartbeatResponseSerializer(serializers.Serializer[Any]):
     cancel_requested = serializers.BooleanField()
+
+
+class PollerSerializer(serializers.Serializer[Any]):
+    identity = serializers.CharField()
+    build_id = serializers.CharField(allow_null=True, help_text="null for an unversioned poller")
+    task_type = serializers.ChoiceField(["workflow", "activity"])
+    last_access_time = serializers.DateTimeField()
+
+
+class BacklogSerializer(serializers.Serializer[Any]):
+    task_type = serializers.ChoiceField(["workflow", "activity"])
+    build_id = serializers.CharField(allow_null=True, help_text="null for tasks of unversioned runs")
+    backlog_count = serializers.IntegerField(help_text="visible tasks waiting for a poller")
+    oldest_task_age_seconds = serializers.FloatField()
+
+
+class TaskQueueDescriptionSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    current_build_id = serializers.CharField(allow_null=True, help_text="null when the queue is unversioned")
+    pollers = PollerSerializer(many=True, help_text="pollers seen in the last 5 minutes, by build")
+    backlog = BacklogSerializer(many=True, help_text="per task type and build")
+
+
+class BuildIdChangeSerializer(serializers.Serializer[Any]):
+    build_id = serializers.CharField()
+    set_time = serializers.DateTimeField()
+    set_by = serializers.CharField(help_text="the name of the API key that set it")
+
+
+class BuildIdHistorySerializer(serializers.Serializer[Any]):
+    task_queue = serializers.CharField()
+    current_build_id = serializers.CharField(allow_null=True)
+    changes = BuildIdChangeSerializer(many=True, help_text="newest first")

@@ -6,6 +6,8 @@ from matching import api
 
 _q = "task-queues/<str:task_queue>/"
 urlpatterns = [
+    path("task-queues/<str:task_queue>", api.TaskQueueDescribeApi.as_view(), name="task-queue"),
+    path(_q + "build-ids", api.BuildIdsApi.as_view(), name="task-queue-build-ids"),
     path(_q + "workflow-tasks/poll", api.poll_workflow_task, name="poll-workflow-task"),
     path(_q + "activity-tasks/poll", api.poll_activity_task, name="poll-activity-task"),
     path(_q + "workflow-tasks/complete", api.WorkflowTaskCompleteApi.as_view()),

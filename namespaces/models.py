@@ -51,6 +51,35 @@ class TaskQueueLimit(models.Model):
         constraints = [models.UniqueConstraint(fields=["namespace", "task_queue"], name="uniq_queue_limit")]
 
 
+class TaskQueueBuildId(models.Model):
+    """One change of a task queue's current (default) build id, set by a namespace admin.
+
+    The newest row of a queue is its current build: new runs on the queue are pinned
+    to it. Rows are never updated, so the table is also the queue's history of changes.
+    A queue with no row is unversioned.
+    """
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="build_ids")
+    task_queue = models.CharField(max_length=1000)
+    build_id = models.CharField(max_length=255)
+    set_time = models.DateTimeField(auto_now_add=True)
+    set_by = models.CharField(max_length=200, default="", help_text="the API key that set it")
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "task_queue", "-id"], name="queue_build_newest")]
+
+    @classmethod
+    def current_for(cls, namespace: Namespace, task_queue: str) -> str:
+        """The queue's current build, or ``""`` (unversioned) when an admin never set one."""
+        newest = (
+            cls.objects.filter(namespace=namespace, task_queue=task_queue)
+            .order_by("-id")
+            .values_list("build_id", flat=True)
+            .first()
+        )
+        return newest or ""
+
+
 class Role(models.TextChoices):
     CLIENT = "client"
     WORKER = "worker"
@@ -98,3 +127,30 @@ class RateBucket(models.Model):
     updated_at = models.DateTimeField()
     granted = models.BooleanField(default=True)
     throttled_count = models.PositiveBigIntegerField(default=0)
+
+
+class IndexedValueType(models.TextChoices):
+    """The types of search attributes, spelled as Temporal spells them."""
+
+    KEYWORD = "Keyword"
+    TEXT = "Text"
+    INT = "Int"
+    DOUBLE = "Double"
+    BOOL = "Bool"
+    DATETIME = "Datetime"
+    KEYWORD_LIST = "KeywordList"
+
+
+class SearchAttribute(models.Model):
+    """A custom search attribute an admin registered for a namespace."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="search_attributes")
+    name = models.CharField(max_length=255)
+    type = models.CharField(max_length=16, choices=IndexedValueType.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="uniq_search_attribute")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace.name}/{self.name} ({self.type})"

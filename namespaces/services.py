@@ -1,4 +1,4 @@
-"""Writes that are not execution history: namespaces, keys, memberships."""
+"""Writes that are not execution history: namespaces, keys, memberships, queue build ids."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from namespaces.auth import hash_key
-from namespaces.models import ApiKey, MemberRole, Membership, Namespace, Role
+from namespaces.models import ApiKey, MemberRole, Membership, Namespace, Role, TaskQueueBuildId
 
 
 def namespace_create(*, name: str, **settings: Any) -> Namespace:
@@ -43,3 +43,21 @@ def bootstrap_dev_namespace(existing: dict[str, Any] | None = None) -> dict[str,
         user.save()
     Membership.objects.update_or_create(user=user, namespace=namespace, defaults={"role": MemberRole.ADMIN})
     return {"namespace": "default", "api_key": raw, "ui_user": "admin", "ui_password": password}
+
+
+def build_id_set_current(*, namespace: Namespace, task_queue: str, build_id: str, set_by: str) -> bool:
+    """Make ``build_id`` the queue's current build; False when it already was.
+
+    New runs on the queue are pinned to it from the next start on; runs already pinned
+    to an older build keep it until they close.
+    """
+    with transaction.atomic():
+        # Serialize concurrent changes of a namespace's builds so "already current" holds;
+        # NO KEY UPDATE leaves the key-share locks of inserts referencing the namespace alone.
+        Namespace.objects.select_for_update(no_key=True).filter(pk=namespace.pk).first()
+        if TaskQueueBuildId.current_for(namespace, task_queue) == build_id:
+            return False
+        TaskQueueBuildId.objects.create(
+            namespace=namespace, task_queue=task_queue, build_id=build_id, set_by=set_by
+        )
+    return True

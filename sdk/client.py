@@ -12,6 +12,9 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from sdk._build_ids import BuildIdOpAddNewDefault as BuildIdOpAddNewDefault
+from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
+from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
 from sdk._runtime.definition import workflow_name
@@ -25,6 +28,29 @@ from sdk.exceptions import (
     WorkflowAlreadyStartedError,
     WorkflowFailureError,
 )
+from sdk.schedule import (
+    Schedule,
+    ScheduleActionExecutionStartWorkflow,
+    ScheduleActionResult,
+    ScheduleActionStartWorkflow,
+    ScheduleBackfill,
+    ScheduleCalendarSpec,
+    ScheduleDescription,
+    ScheduleHandle,
+    ScheduleInfo,
+    ScheduleIntervalSpec,
+    ScheduleListDescription,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleRange,
+    ScheduleSpec,
+    ScheduleState,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+    create_schedule,
+    list_schedules,
+)
+from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
 
 CLOSE_EVENTS = {
     "WorkflowExecutionCompleted",
@@ -57,6 +83,8 @@ class WorkflowExecutionDescription:
     memo: dict[str, Any]
     search_attributes: dict[str, Any]
     raw: dict[str, Any]
+    # The build the run is pinned to (worker versioning); None when unversioned.
+    assigned_build_id: str | None = None
     parent_id: str | None = None
     parent_run_id: str | None = None
 
@@ -75,6 +103,7 @@ class WorkflowExecutionDescription:
             memo=dict(data.get("memo") or {}),
             search_attributes=dict(data.get("search_attributes") or {}),
             raw=data,
+            assigned_build_id=data.get("assigned_build_id"),
             parent_id=data.get("parent_workflow_id"),
             parent_run_id=data.get("parent_run_id"),
         )
@@ -158,7 +187,7 @@ class Client:
         run_timeout: timedelta | None,
         task_timeout: timedelta | None,
         memo: dict[str, Any] | None,
-        search_attributes: dict[str, Any] | None,
+        search_attributes: SearchAttributesInput | None,
         request_id: str | None,
         retry_policy: RetryPolicy | None,
         start_delay: timedelta | None,
@@ -174,7 +203,7 @@ class Client:
             "id_reuse_policy": id_reuse_policy.value,
             "id_conflict_policy": id_conflict_policy.value,
             "memo": {k: self.data_converter.to_payload(v) for k, v in (memo or {}).items()},
-            "search_attributes": dict(search_attributes or {}),
+            "search_attributes": search_attributes_to_wire(search_attributes),
             "identity": self.identity,
         }
         for key, value in (
@@ -206,7 +235,7 @@ class Client:
         run_timeout: timedelta | None = None,
         task_timeout: timedelta | None = None,
         memo: dict[str, Any] | None = None,
-        search_attributes: dict[str, Any] | None = None,
+        search_attributes: SearchAttributesInput | None = None,
         request_id: str | None = None,
         retry_policy: RetryPolicy | None = None,
         start_delay: timedelta | None = None,
@@ -284,73 +313,115 @@ class Client:
     ) -> WorkflowHandle:
         return await self.start_workflow(workflow, arg, start_signal=start_signal, **options)
 
+    async def update_worker_build_id_compatibility(
+        self, task_queue: str, operation: BuildIdOpAddNewDefault
+    ) -> None:
+        """Set the task queue's default build (needs an admin key); new runs are pinned to it."""
+        if not isinstance(operation, BuildIdOpAddNewDefault):
+            raise TypeError("only BuildIdOpAddNewDefault is supported")
+        await self.transport.post(
+            f"/task-queues/{quote(task_queue, safe='')}/build-ids", {"build_id": operation.build_id}
+        )
+
+    async def get_worker_build_id_compatibility(self, task_queue: str) -> WorkerBuildIdVersionSets | None:
+        """The queue's builds, oldest first, the default last; None when it is unversioned."""
+        data = await self.transport.get(f"/task-queues/{quote(task_queue, safe='')}/build-ids") or {}
+        return WorkerBuildIdVersionSets.from_wire(data)
+
     def get_workflow_handle(
         self, workflow_id: str, *, run_id: str | None = None, result_type: Any = None
     ) -> WorkflowHandle:
         return WorkflowHandle(self, workflow_id, run_id=run_id, result_run_id=run_id, result_type=result_type)
 
     async def list_workflows(
-        self,
-        query: str = "",
-        *,
-        workflow_type: str = "",
-        workflow_id: str = "",
-        status: str = "",
-        page_size: int = 100,
+        self, query: str = "", *, page_size: int = 100
     ) -> AsyncIterator[WorkflowExecutionDescription]:
-        """Executions newest first; ``query`` accepts ``Field = 'value' AND ...`` on the server's filters."""
-        filters = {"workflow_type": workflow_type, "workflow_id": workflow_id, "status": status}
-        filters.update(parse_list_query(query))
-        cursor = ""
+        """Executions matching a visibility query (Temporal's list filter), page by page.
+
+        The server reads the query: ``WorkflowType = 'Order' AND Amount > 100 ORDER BY StartTime``.
+        A query it cannot read raises ``RPCError`` with code ``invalid_query`` and the position.
+        """
+        token = ""
         while True:
-            page = (
-                await self.transport.get(
-                    "/workflows",
-                    params={
-                        **{k: v for k, v in filters.items() if v},
-                        "page_size": page_size,
-                        "cursor": cursor or None,
-                    },
-                )
-                or {}
-            )
+            params = {"query": query, "page_size": page_size, "next_page_token": token or None}
+            page = await self.transport.get("/workflows", params=params) or {}
             for row in page.get("executions", []):
                 yield WorkflowExecutionDescription.from_wire(row)
-            cursor = page.get("next_cursor") or ""
-            if not cursor:
+            token = page.get("next_page_token") or ""
+            if not token:
                 return
+
+    async def create_schedule(
+        self,
+        id: str,
+        schedule: Schedule,
+        *,
+        trigger_immediately: bool = False,
+        backfill: Sequence[ScheduleBackfill] = (),
+        memo: dict[str, Any] | None = None,
+    ) -> ScheduleHandle:
+        """Create a schedule on the server; it fires from now on by its spec."""
+        return await create_schedule(
+            self, id, schedule, trigger_immediately=trigger_immediately, backfill=backfill, memo=memo
+        )
+
+    def get_schedule_handle(self, id: str) -> ScheduleHandle:
+        return ScheduleHandle(self, id)
+
+    def list_schedules(self, *, page_size: int = 1000) -> AsyncIterator[ScheduleListDescription]:
+        """Every schedule of the namespace, in id order."""
+        return list_schedules(self, page_size=page_size)
+
+    async def count_workflows(self, query: str = "") -> WorkflowExecutionCount:
+        """How many executions match ``query``; end it with ``GROUP BY ExecutionStatus`` for groups."""
+        data = await self.transport.get("/workflow-count", params={"query": query}) or {}
+        groups = [
+            WorkflowExecutionCountAggregationGroup(
+                count=int(g["count"]), group_values=list(g["group_values"])
+            )
+            for g in data.get("groups") or []
+        ]
+        return WorkflowExecutionCount(count=int(data.get("count") or 0), groups=groups)
+
+
+@dataclass(frozen=True)
+class WorkflowExecutionCountAggregationGroup:
+    count: int
+    group_values: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class WorkflowExecutionCount:
+    count: int
+    groups: Sequence[WorkflowExecutionCountAggregationGroup]
 
 
 _NO_ARG: Any = object()
-_QUERY_FIELDS = {
-    "workflowtype": "workflow_type",
-    "workflowid": "workflow_id",
-    "executionstatus": "status",
-    "starttime>": "started_after",
-    "starttime<": "started_before",
-    "closetime>": "closed_after",
-    "closetime<": "closed_before",
-}
-
-
-def parse_list_query(query: str) -> dict[str, str]:
-    """Map a Temporal-style visibility query (``WorkflowType = 'X' AND ExecutionStatus = 'Running'``)."""
-    result: dict[str, str] = {}
-    if not query.strip():
-        return result
-    for clause in query.split(" AND "):
-        for op in ("=", ">", "<"):
-            if op in clause:
-                field, value = clause.split(op, 1)
-                key = field.strip().lower() + ("" if op == "=" else op)
-                if key not in _QUERY_FIELDS:
-                    raise ValueError(f"unsupported list filter {field.strip()!r}")
-                text = value.strip().strip("'\"")
-                result[_QUERY_FIELDS[key]] = text
-                break
-        else:
-            raise ValueError(f"cannot read list filter {clause!r}")
-    return result
+__all__ = [
+    "Client",
+    "Schedule",
+    "ScheduleActionExecutionStartWorkflow",
+    "ScheduleActionResult",
+    "ScheduleActionStartWorkflow",
+    "ScheduleBackfill",
+    "ScheduleCalendarSpec",
+    "ScheduleDescription",
+    "ScheduleHandle",
+    "ScheduleInfo",
+    "ScheduleIntervalSpec",
+    "ScheduleListDescription",
+    "ScheduleOverlapPolicy",
+    "SchedulePolicy",
+    "ScheduleRange",
+    "ScheduleSpec",
+    "ScheduleState",
+    "ScheduleUpdate",
+    "ScheduleUpdateInput",
+    "WorkflowExecutionCount",
+    "WorkflowExecutionCountAggregationGroup",
+    "WorkflowExecutionDescription",
+    "WorkflowHandle",
+]
 
 
 class WorkflowHandle:

@@ -29,6 +29,7 @@ from sdk._runtime.definition import (
 from sdk._runtime.instance import ActivityState, ContinueAsNewRequest, WorkflowInstance
 from sdk.common import RetryPolicy, WorkflowIDReusePolicy, to_seconds
 from sdk.converter import return_hint
+from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -313,8 +314,10 @@ def deprecate_patch(patch_id: str) -> None:
     _instance().patched(patch_id, deprecated=True)
 
 
-def upsert_search_attributes(attributes: dict[str, Any]) -> None:
-    _instance().upsert_search_attributes(attributes)
+def upsert_search_attributes(attributes: SearchAttributesInput) -> None:
+    """Merge attributes into the run's: a list of ``SearchAttributeKey.value_set(v)`` /
+    ``value_unset()`` updates, or the dict form ``{"Name": [value]}`` (an empty list removes)."""
+    _instance().upsert_search_attributes(search_attributes_to_wire(attributes))
 
 
 def memo() -> dict[str, Any]:

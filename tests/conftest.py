@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import pytest
 from django.conf import settings
 
 from chronicle.embedded_postgres import socket_database_url
+from chronicle.launcher import ProcessGroup, batch_runner_process, frontend_process, shard_owner_process
 from namespaces.models import Namespace
 from namespaces.services import api_key_issue
 
@@ -70,51 +70,24 @@ def django_db_setup(django_test_environment: Any, django_db_blocker: Any) -> Ite
 class Stack:
     url: str
     env: dict[str, str]
-    processes: list[subprocess.Popen[bytes]]
+    group: ProcessGroup
+
+    @property
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        """The running children in start order: frontend, the stack's shard owner, extras."""
+        return list(self.group.processes.values())
 
     def start_shard_owner(self, name: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", "run_shard_owner", "--owner", name],
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.processes.append(proc)
-        return proc
+        return self.group.add(shard_owner_process(name))
 
     def start_batch_runner(self, name: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", "run_batch_jobs", "--owner", name, "--lease-seconds", "3"],
-            cwd=ROOT,
-            env=self.env,
-        )
-        self.processes.append(proc)
-        return proc
+        return self.group.add(batch_runner_process(name, lease_seconds=3))
 
 
 def start_frontend(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    """The API frontend as deployed: gunicorn with two uvicorn workers on 127.0.0.1:port."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "chronicle.asgi:application",
-            "-k",
-            "uvicorn_worker.UvicornWorker",
-            "-w",
-            "2",
-            "-b",
-            f"127.0.0.1:{port}",
-            "--timeout",
-            "120",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
+    """A frontend of its own, started as the stack starts one (for tests that kill and restart it)."""
+    spec = frontend_process(port)
+    return subprocess.Popen(spec.argv, cwd=ROOT, env={**env, **spec.env})
 
 
 def frontend_up(url: str) -> bool:
@@ -125,28 +98,31 @@ def frontend_up(url: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def stack(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Stack]:
+def stack(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
         "CHRONICLE_SHARD_LEASE_SECONDS": "3",
         "CHRONICLE_LOG_LEVEL": "WARNING",
+        "CHRONICLE_ACCESS_LOG": "",
         "CHRONICLE_QUERY_TIMEOUT_SECONDS": "3",
     }
-    frontend = start_frontend(env, port)
-    s = Stack(url=f"http://127.0.0.1:{port}", env=env, processes=[frontend])
-    s.start_shard_owner("test-owner-1")
-    s.start_batch_runner("test-batch-runner-1")
-    wait_until(lambda: frontend_up(s.url), timeout=30)
-    yield s
-    for proc in s.processes:
-        proc.terminate()
-    for proc in s.processes:
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    group = ProcessGroup(
+        [
+            frontend_process(port),
+            shard_owner_process("test-owner-1"),
+            batch_runner_process("test-batch-runner-1", lease_seconds=3),
+        ],
+        env=env,
+        log_dir=tmp_path_factory.mktemp("stack-logs"),
+    )
+    with group:
+        url = f"http://127.0.0.1:{port}"
+        group.wait_http(url, timeout=30)
+        yield Stack(url=url, env=env, group=group)
 
 
 @dataclass

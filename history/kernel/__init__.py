@@ -29,6 +29,16 @@ from history.kernel.executions import (
 from history.kernel.queries import respond_query_task_completed
 from history.kernel.reset import ResetPoint, preview_reset, reset_workflow_execution
 from history.kernel.responses import WorkflowTaskResponse
+from history.kernel.schedules import (
+    Backfill,
+    ScheduleDefinition,
+    backfill_schedule,
+    create_schedule,
+    delete_schedule,
+    pause_schedule,
+    trigger_schedule,
+    update_schedule,
+)
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
 from history.kernel.workflow_tasks import (
     CompletionResult,
@@ -38,15 +48,21 @@ from history.kernel.workflow_tasks import (
 )
 
 __all__ = [
+    "Backfill",
     "CompletionResult",
     "ResetPoint",
+    "ScheduleDefinition",
     "ShardFence",
     "ShardFenceLost",
     "StartRequest",
     "StartResult",
     "WorkflowTaskResponse",
+    "backfill_schedule",
     "create_query",
+    "create_schedule",
+    "delete_schedule",
     "fire_timers",
+    "pause_schedule",
     "preview_reset",
     "record_activity_task_heartbeat",
     "record_activity_task_started_txn",
@@ -62,4 +78,6 @@ __all__ = [
     "signal_workflow_execution",
     "start_workflow_execution",
     "terminate_workflow_execution",
+    "trigger_schedule",
+    "update_schedule",
 ]

@@ -20,11 +20,14 @@ from django.utils import timezone
 
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode
+from history.kernel.retry import workflow_task_retry_delay
+from history.kernel.versioning import WorkerVersionStamp, current_build_id
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
     PendingActivity,
     PendingChildExecution,
+    Schedule,
     Task,
     TaskKind,
     TimerKind,
@@ -38,6 +41,8 @@ log = logging.getLogger("chronicle.kernel")
 TASKS_CHANNEL = "chronicle_tasks_v1"
 HISTORY_CHANNEL = "chronicle_history_v1"
 TIMERS_CHANNEL = "chronicle_timers_v1"
+# The search attribute naming the schedule that started a run (Temporal's TemporalScheduledById).
+SCHEDULED_BY_ID = "ChronicleScheduledById"
 PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
 
 # Timer rows a run's close keeps: its retention, and the duties that follow a child's start or close.
@@ -217,7 +222,14 @@ class ExecutionMutation:
         else:
             # Transient: the Scheduled and Started events exist only in memory.
             ex.wft_scheduled_event_id = ex.next_event_id
-        self.add_task(TaskKind.WORKFLOW, queue, ex.wft_scheduled_event_id, attempt)
+        delay = workflow_task_retry_delay(attempt)
+        self.add_task(
+            TaskKind.WORKFLOW,
+            queue,
+            ex.wft_scheduled_event_id,
+            attempt,
+            visible_at=self.now + timedelta(seconds=delay) if delay else None,
+        )
         if ex.sticky_task_queue:
             # Normal-queue pollers take the task at once if the sticky queue has no live poller.
             self._notifications.add(
@@ -245,22 +257,24 @@ class ExecutionMutation:
         ex.wft_identity = ""
         ex.wft_request_id = ""
 
-    def start_workflow_task(self, *, identity: str, request_id: str) -> None:
-        """Record the pending workflow task as started by ``identity``."""
+    def start_workflow_task(
+        self, *, identity: str, request_id: str, worker_version: WorkerVersionStamp | None = None
+    ) -> None:
+        """Record the pending workflow task as started by ``identity`` (of build ``worker_version``)."""
         ex = self.execution
         ex.wft_identity = identity
         ex.wft_request_id = request_id
         ex.wft_started_time = self.now
         if ex.wft_attempt == 1:
-            ex.wft_started_event_id = self.append(
-                "WorkflowTaskStarted",
-                {
-                    "scheduled_event_id": ex.wft_scheduled_event_id,
-                    "identity": identity,
-                    "request_id": request_id,
-                    **continue_as_new_suggestion(ex, self.namespace),
-                },
-            )
+            attributes: dict[str, Any] = {
+                "scheduled_event_id": ex.wft_scheduled_event_id,
+                "identity": identity,
+                "request_id": request_id,
+                **continue_as_new_suggestion(ex, self.namespace),
+            }
+            if worker_version is not None:
+                attributes["worker_version"] = worker_version.as_dict()
+            ex.wft_started_event_id = self.append("WorkflowTaskStarted", attributes)
         else:
             ex.wft_started_event_id = ex.wft_scheduled_event_id + 1
         self.add_timer(
@@ -303,6 +317,7 @@ class ExecutionMutation:
                 namespace_id=self.namespace.id,
                 task_queue=task_queue,
                 kind=kind,
+                build_id=self._build_for(task_queue),
                 run=self.execution,
                 shard_id=self.execution.shard_id,
                 scheduled_event_id=scheduled_event_id,
@@ -313,6 +328,17 @@ class ExecutionMutation:
             )
         )
         self._notifications.add((TASKS_CHANNEL, task_wakeup_key(self.namespace.id, kind, task_queue)))
+
+    def _build_for(self, task_queue: str) -> str:
+        """The build whose pollers may take a task of this run on ``task_queue``.
+
+        The run's own queues (normal and sticky) serve its pinned build; an activity sent
+        to another queue goes to that queue's current build, as in Temporal.
+        """
+        ex = self.execution
+        if task_queue in (ex.task_queue, ex.sticky_task_queue):
+            return ex.assigned_build_id
+        return current_build_id(self.namespace, task_queue)
 
     def add_timer(self, kind: str, fire_at: datetime, **fields: Any) -> None:
         self._timers.append(
@@ -339,7 +365,30 @@ class ExecutionMutation:
         ex.buffered_events = []
         self.clear_workflow_task()
         self.closed_now = True
+        self._wake_schedule()
         return event_id
+
+    def _wake_schedule(self) -> None:
+        """A run a schedule started closed: fire the schedule now so it sees the close.
+
+        The schedule decides overlap and starts buffered actions in its own firing; this
+        only inserts its timer row, so no schedule row is locked after a run row.
+        """
+        schedule_id = self.execution.search_attributes.get(SCHEDULED_BY_ID)
+        if not isinstance(schedule_id, str):
+            return
+        row = (
+            Schedule.objects.filter(namespace_id=self.execution.namespace_id, schedule_id=schedule_id)
+            .values_list("id", "shard_id")
+            .first()
+        )
+        if row is None:
+            return
+        pk, shard_id = row
+        self._timers.append(
+            TimerTask(shard_id=shard_id, fire_at=self.now, kind=TimerKind.SCHEDULE, schedule_id=pk)
+        )
+        self._notifications.add((TIMERS_CHANNEL, f"{shard_id}|{self.now.timestamp()}"))
 
     def _drop_pending_work(self) -> None:
         ex = self.execution

@@ -21,6 +21,11 @@ from history.kernel.command_checks import require_seconds as _seconds
 from history.kernel.executions import complete_workflow_txn, continue_as_new_txn, fail_workflow_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
+from namespaces.search_attributes import (
+    BadSearchAttributes,
+    merge_search_attributes,
+    normalize_search_attributes,
+)
 
 _CAN_CAUSE = "BAD_CONTINUE_AS_NEW_ATTRIBUTES"
 
@@ -178,20 +183,15 @@ def _record_marker(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: 
 
 
 def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
-    attrs = a.get("search_attributes")
-    if not isinstance(attrs, dict):
-        raise CommandRejected("BAD_SEARCH_ATTRIBUTES", "search_attributes must be an object")
+    try:
+        attrs = normalize_search_attributes(m.namespace, a.get("search_attributes"))
+    except BadSearchAttributes as exc:
+        raise CommandRejected("BAD_SEARCH_ATTRIBUTES", str(exc)) from None
     m.execution.search_attributes = merge_search_attributes(m.execution.search_attributes, attrs)
     m.append(
         "UpsertWorkflowSearchAttributes",
         {"search_attributes": attrs, "workflow_task_completed_event_id": wtc},
     )
-
-
-def merge_search_attributes(current: dict[str, Any], upsert: dict[str, Any]) -> dict[str, Any]:
-    """An upsert overrides keys; a null or empty list removes the key (Temporal's rule)."""
-    merged = {**current, **upsert}
-    return {k: v for k, v in merged.items() if v is not None and v != []}
 
 
 def _complete(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:

@@ -17,6 +17,7 @@ from history.kernel._mutation import ExecutionMutation, check_payload, lock_exec
 from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy
+from history.kernel.versioning import current_build_id
 from history.models import (
     ExecutionStatus,
     PendingChildExecution,
@@ -26,6 +27,11 @@ from history.models import (
     WorkflowQuery,
 )
 from namespaces.models import Namespace
+from namespaces.search_attributes import (
+    BadSearchAttributes,
+    merge_search_attributes,
+    normalize_search_attributes,
+)
 
 REUSE_POLICIES = {
     "ALLOW_DUPLICATE",
@@ -91,7 +97,8 @@ def _already_started(current: WorkflowExecution) -> ChronicleError:
     )
 
 
-def _terminate(mutation: ExecutionMutation, reason: str, details: Any, identity: str) -> None:
+def terminate_txn(mutation: ExecutionMutation, reason: str, details: Any, identity: str) -> None:
+    """Close a locked, running run as terminated."""
     mutation.close(
         ExecutionStatus.TERMINATED,
         "WorkflowExecutionTerminated",
@@ -110,7 +117,13 @@ def _create_run(
     attempt: int = 1,
     extra_start_attrs: dict[str, Any] | None = None,
     inherited_expiration: datetime | None = None,
+    inherited_build_id: str | None = None,
 ) -> ExecutionMutation:
+    """Build the new run and its first events (not saved).
+
+    The run is pinned to ``inherited_build_id`` when given (a retry or continue-as-new
+    on the same queue stays on its build), otherwise to the queue's current build.
+    """
     now = timezone.now()
     run_id = uuid.uuid4()
     run_timeout = effective_run_timeout(req.execution_timeout, req.run_timeout)
@@ -148,6 +161,11 @@ def _create_run(
         create_request_id=req.request_id or str(uuid.uuid4()),
         first_run_id=first_run_id or run_id,
         previous_run_id=previous.run_id if previous else None,
+        assigned_build_id=(
+            inherited_build_id
+            if inherited_build_id is not None
+            else current_build_id(namespace, req.task_queue)
+        ),
     )
     parent = req.parent or _inherited_parent(previous)
     if parent is not None:
@@ -176,6 +194,7 @@ def _create_run(
             "original_execution_run_id": str(run_id),
             "continued_execution_run_id": str(previous.run_id) if previous else None,
             "request_id": execution.create_request_id,
+            **({"assigned_build_id": execution.assigned_build_id} if execution.assigned_build_id else {}),
             **_parent_attributes(parent),
             **(extra_start_attrs or {}),
         },
@@ -273,6 +292,14 @@ def validate_start(namespace: Namespace, req: StartRequest) -> None:
     check_payload(namespace, req.search_attributes, "search_attributes")
 
 
+def typed_start_search_attributes(namespace: Namespace, attributes: dict[str, Any]) -> dict[str, Any]:
+    """A start's search attributes checked against the namespace's types, in stored form."""
+    try:
+        return merge_search_attributes({}, normalize_search_attributes(namespace, attributes))
+    except BadSearchAttributes as exc:
+        raise invalid(str(exc), cause="BadSearchAttributes") from None
+
+
 def start_workflow_execution(
     namespace: Namespace,
     req: StartRequest,
@@ -285,6 +312,7 @@ def start_workflow_execution(
         # The first run starts now; its first workflow task waits for the next cron time.
         now = timezone.now()
         req = replace(req, start_delay=cron_backoff_seconds(req.cron_schedule, now, now))
+    req = replace(req, search_attributes=typed_start_search_attributes(namespace, req.search_attributes))
     conflict = req.id_conflict_policy or ("USE_EXISTING" if signal else "FAIL")
     if signal and conflict == "FAIL":
         raise invalid("id_conflict_policy FAIL is not valid for signal-with-start")
@@ -301,6 +329,17 @@ def start_workflow_execution(
         except IntegrityError:
             continue  # a concurrent start won the partial unique index; decide again
     raise ChronicleError(ErrorCode.CONFLICT, "concurrent starts of this workflow id; retry")
+
+
+def start_workflow_execution_txn(namespace: Namespace, req: StartRequest) -> StartResult:
+    """Start a run inside the caller's transaction (a schedule's firing holds its own).
+
+    A savepoint keeps a refused start (the id is running, the reuse policy says no)
+    from spoiling the caller's other writes.
+    """
+    validate_start(namespace, req)
+    with transaction.atomic():
+        return _start_txn(namespace, req, req.id_reuse_policy, req.id_conflict_policy or "FAIL", None)
 
 
 def _start_txn(
@@ -336,7 +375,7 @@ def _start_txn(
             )
         new = _create_run(namespace, req, signal=signal)
         old = ExecutionMutation(current, namespace)
-        _terminate(
+        terminate_txn(
             old,
             "TerminateIfRunning WorkflowIdReusePolicy",
             f"terminated by new runID: {new.execution.run_id}",
@@ -353,7 +392,12 @@ def _start_txn(
         )
     mutation = _create_run(namespace, req, signal=signal)
     eager = None
-    if req.request_eager_execution and mutation.execution.wft_scheduled_event_id:
+    # A pinned run's first task belongs to its build's pollers; the caller's build is unknown.
+    if (
+        req.request_eager_execution
+        and mutation.execution.wft_scheduled_event_id
+        and not mutation.execution.assigned_build_id
+    ):
         # Recorded exactly as a poll would, without dispatching the task through matching.
         mutation.start_workflow_task_inline(identity=req.identity, request_id="eager")
     mutation.save()
@@ -440,15 +484,22 @@ def request_cancel_workflow_execution(
     ``external`` names the requesting workflow and its Initiated event when one asked.
     """
     with transaction.atomic(durable=True):
-        execution = lock_execution(namespace, workflow_id, run_id)
-        if not execution.is_running or execution.cancel_requested:
-            return
-        execution.cancel_requested = True
-        mutation = ExecutionMutation(execution, namespace)
-        mutation.add_outside_event(
-            "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity, **(external or {})}
-        )
+        mutation = ExecutionMutation(lock_execution(namespace, workflow_id, run_id), namespace)
+        request_cancel_txn(mutation, reason=reason, identity=identity, external=external)
         mutation.save()
+
+
+def request_cancel_txn(
+    mutation: ExecutionMutation, *, reason: str, identity: str, external: dict[str, Any] | None = None
+) -> None:
+    """Record a cancel request on a locked run; a no-op on a closed or already-cancelling run."""
+    execution = mutation.execution
+    if not execution.is_running or execution.cancel_requested:
+        return
+    execution.cancel_requested = True
+    mutation.add_outside_event(
+        "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity, **(external or {})}
+    )
 
 
 def terminate_workflow_execution(
@@ -466,7 +517,7 @@ def terminate_workflow_execution(
         if not execution.is_running:
             raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
         mutation = ExecutionMutation(execution, namespace)
-        _terminate(mutation, reason, details, identity)
+        terminate_txn(mutation, reason, details, identity)
         mutation.save()
 
 
@@ -693,7 +744,10 @@ def _start_follower(
     extra_start_attrs: dict[str, Any],
     last_completion_result: Any,
 ) -> WorkflowExecution:
-    """Create the chain's next run, linked both ways, saved after the current run closes."""
+    """Create the chain's next run, linked both ways, saved after the current run closes.
+
+    On the same task queue it stays on the run's build; on another it takes that queue's current one.
+    """
     ex = mutation.execution
     new = _create_run(
         mutation.namespace,
@@ -704,6 +758,7 @@ def _start_follower(
         attempt=attempt,
         extra_start_attrs={**extra_start_attrs, "last_completion_result": last_completion_result},
         inherited_expiration=ex.execution_expiration_time,
+        inherited_build_id=ex.assigned_build_id if req.task_queue == ex.task_queue else None,
     )
     new.execution.last_completion_result = last_completion_result
     ex.new_run_id = new.execution.run_id

@@ -30,9 +30,9 @@ from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, lock_execution, payload_size
 from history.kernel.activity_tasks import restore_activity_txn
 from history.kernel.children import restore_child, restore_external_request
-from history.kernel.commands import merge_search_attributes
-from history.kernel.executions import _terminate, arm_workflow_timeouts
+from history.kernel.executions import arm_workflow_timeouts, terminate_txn
 from history.kernel.transfers import child_close_event
+from history.kernel.versioning import current_build_id
 from history.models import (
     ExecutionStatus,
     ExternalRequestKind,
@@ -45,6 +45,7 @@ from history.models import (
     WorkflowExecution,
 )
 from namespaces.models import Namespace
+from namespaces.search_attributes import merge_search_attributes
 
 RESET_CAUSE = "WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW"
 RESETTER_IDENTITY = "history-resetter"
@@ -509,7 +510,7 @@ def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id
     if terminated:
         ending = ExecutionMutation(plan.current, namespace)
         plan.current.reset_run_id = new.run_id
-        _terminate(ending, reason, None, RESETTER_IDENTITY)
+        terminate_txn(ending, reason, None, RESETTER_IDENTITY)
         ending.save()
     if not terminated or plan.base.run_id != plan.current.run_id:
         WorkflowExecution.objects.filter(run_id=plan.base.run_id).update(reset_run_id=new.run_id)
@@ -550,6 +551,7 @@ _NOT_COPIED = {
     "reset_base_run_id",
     "reset_event_id",
     "reset_run_id",
+    "assigned_build_id",
 }
 
 
@@ -582,6 +584,8 @@ def _new_run(plan: ResetPlan, now: datetime, request_id: str) -> WorkflowExecuti
         last_wft_completed_event_id=state.last_wft_completed_event_id,
         reset_base_run_id=base.run_id,
         reset_event_id=plan.event_id,
+        # A reset is how a run leaves a bad build: it goes to the queue's current one.
+        assigned_build_id=current_build_id(base.namespace, base.task_queue),
     )
 
 

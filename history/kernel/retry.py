@@ -9,6 +9,21 @@ from typing import Any
 DEFAULT_INITIAL_INTERVAL = 1.0
 DEFAULT_BACKOFF = 2.0
 
+# Workflow task retries (temporal-semantics §3.5): the first retries go out at once;
+# from attempt 4 on each waits an exponential delay from 5 s, capped at 10 minutes,
+# so a workflow whose code keeps failing costs a few tasks a minute, not 25 a second.
+WFT_RETRY_BACKOFF_FROM_ATTEMPT = 4
+WFT_RETRY_INITIAL_INTERVAL = 5.0
+WFT_RETRY_MAXIMUM_INTERVAL = 600.0
+
+
+def workflow_task_retry_delay(attempt: int) -> float:
+    """Seconds before workflow task ``attempt`` may be dispatched (0 for the first attempts)."""
+    if attempt < WFT_RETRY_BACKOFF_FROM_ATTEMPT:
+        return 0.0
+    steps = min(attempt - WFT_RETRY_BACKOFF_FROM_ATTEMPT, 32)
+    return float(min(WFT_RETRY_INITIAL_INTERVAL * 2**steps, WFT_RETRY_MAXIMUM_INTERVAL))
+
 
 def normalize_retry_policy(policy: dict[str, Any] | None) -> dict[str, Any]:
     """Fill Temporal's defaults and validate; raise ValueError on a bad policy."""

@@ -8,6 +8,7 @@ the transaction that appends its event, so a timer fires once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
 from history.kernel.executions import time_out_workflow_txn
+from history.kernel.schedules import fire_schedule_timers_txn
 from history.kernel.workflow_tasks import time_out_workflow_task_txn
 from history.models import (
     ActivityState,
@@ -29,6 +31,7 @@ from history.models import (
 )
 
 log = logging.getLogger("chronicle.timers")
+_NO_RUN = ("", "None")
 
 
 @dataclass(frozen=True)
@@ -43,20 +46,47 @@ class ShardFenceLost(ChronicleError):
         self.shard_id = shard_id
 
 
-def check_fence(fence: ShardFence) -> None:
-    """Take the shard row FOR SHARE and check this owner's range_id still holds."""
+def check_fences(fences: Sequence[ShardFence]) -> None:
+    """Take the shard rows FOR SHARE and check this owner's range_ids still hold.
+
+    One statement for every shard of a firing batch; raises for the first shard lost.
+    """
     with connection.cursor() as cursor:
-        cursor.execute("SELECT range_id FROM history_shard WHERE shard_id = %s FOR SHARE", [fence.shard_id])
-        row = cursor.fetchone()
-    if row is None or row[0] != fence.range_id:
-        raise ShardFenceLost(fence.shard_id)
+        cursor.execute(
+            "SELECT shard_id, range_id FROM history_shard "
+            "WHERE shard_id = ANY(%s) ORDER BY shard_id FOR SHARE",
+            [[f.shard_id for f in fences]],
+        )
+        current = dict(cursor.fetchall())
+    for fence in fences:
+        if current.get(fence.shard_id) != fence.range_id:
+            raise ShardFenceLost(fence.shard_id)
 
 
-def fire_timers(fence: ShardFence, timer_ids: list[tuple[int, str]]) -> int:
-    """Fire the given (timer id, run id) rows of one shard in one transaction; return fired count."""
+def check_fence(fence: ShardFence) -> None:
+    """One shard's fence (the transfer duties check theirs one shard at a time)."""
+    check_fences([fence])
+
+
+def fire_timers(fences: ShardFence | Sequence[ShardFence], timer_ids: list[tuple[int, str]]) -> int:
+    """Fire the given (timer id, run id) rows in one transaction; return the fired count.
+
+    The rows may span several shards (the owner claims due rows across all it owns);
+    ``fences`` holds one fence per shard the rows belong to. Rows without a run are
+    schedules' firings (``history.kernel.schedules``).
+    """
     fired = 0
+    fence_list = [fences] if isinstance(fences, ShardFence) else list(fences)
+    schedule_rows = [tid for tid, run_id in timer_ids if run_id in _NO_RUN]
+    if schedule_rows:
+        with transaction.atomic(durable=True):
+            check_fences(fence_list)
+            fired += fire_schedule_timers_txn(schedule_rows)
+        timer_ids = [(tid, run_id) for tid, run_id in timer_ids if run_id not in _NO_RUN]
+        if not timer_ids:
+            return fired
     with transaction.atomic(durable=True):
-        check_fence(fence)
+        check_fences(fence_list)
         run_ids = sorted({run_id for _, run_id in timer_ids})
         # Lock the runs only, not their namespace rows (see ``lock_run``).
         runs = {

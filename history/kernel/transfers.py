@@ -61,6 +61,17 @@ class NotYet(Exception):
     """The duty depends on an outcome not recorded yet: try again shortly."""
 
 
+def _carrier(row: TimerTask) -> WorkflowExecution:
+    """The run a transfer row belongs to (only schedule rows have none)."""
+    assert row.run is not None, "transfer duties always belong to a run"
+    return row.run
+
+
+def _carrier_id(row: TimerTask) -> uuid.UUID:
+    assert row.run_id is not None, "transfer duties always belong to a run"
+    return row.run_id
+
+
 def process_transfer(fence: ShardFence, timer_id: int) -> bool:
     """Carry one duty of the fenced shard; return whether it was done (False: gone or deferred)."""
     row = TimerTask.objects.select_related("run__namespace").filter(id=timer_id).first()
@@ -81,7 +92,7 @@ def _record(fence: ShardFence, row: TimerTask, apply: Callable[[ExecutionMutatio
     with transaction.atomic(durable=True):
         check_fence(fence)
         try:
-            execution = lock_run(row.run_id)
+            execution = lock_run(_carrier_id(row))
         except ChronicleError:
             return  # retention deleted the run, and the row with it
         if not TimerTask.objects.select_for_update().filter(id=row.id).exists():
@@ -133,7 +144,7 @@ def origin_run_id(run: WorkflowExecution, event_id: int) -> uuid.UUID:
 
 
 def _start_child(fence: ShardFence, row: TimerTask) -> None:
-    parent = row.run
+    parent = _carrier(row)
     child = PendingChildExecution.objects.filter(
         run=parent, initiated_event_id=row.scheduled_event_id
     ).first()
@@ -238,7 +249,7 @@ _CHILD_CLOSE_EVENTS = {
 
 def _child_closed(fence: ShardFence, row: TimerTask) -> None:
     """Report the closed child (the row's run) to its parent, then drop the row."""
-    child_run = row.run
+    child_run = _carrier(row)
     if child_run.parent_run_id is not None:
         _report_to_parent(child_run)
     _record(fence, row, lambda m: None)
@@ -307,7 +318,7 @@ def child_close_event(
 
 def _parent_close_policy(fence: ShardFence, row: TimerTask) -> None:
     """Terminate or cancel the closed parent's child (whichever run of its chain is open)."""
-    parent = row.run
+    parent = _carrier(row)
     child = PendingChildExecution.objects.filter(
         run=parent, initiated_event_id=row.scheduled_event_id
     ).first()
@@ -359,7 +370,7 @@ def _apply_policy(parent: WorkflowExecution, child: PendingChildExecution) -> No
 
 
 def _external_request(fence: ShardFence, row: TimerTask) -> None:
-    source = row.run
+    source = _carrier(row)
     request = PendingExternalRequest.objects.filter(
         run=source, initiated_event_id=row.scheduled_event_id
     ).first()

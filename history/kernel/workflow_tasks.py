@@ -24,6 +24,7 @@ from history.kernel.queries import (
     release_buffered_queries_txn,
 )
 from history.kernel.responses import WorkflowTaskResponse, build_workflow_task_response
+from history.kernel.versioning import WorkerVersionStamp
 from history.models import WorkflowExecution
 
 
@@ -36,6 +37,7 @@ def record_workflow_task_started_txn(
     identity: str,
     request_id: str,
     sticky_fallback: bool = False,
+    worker_version: WorkerVersionStamp | None = None,
 ) -> WorkflowTaskResponse | None:
     """Start the run's pending workflow task if the claimed row is still current.
 
@@ -43,6 +45,7 @@ def record_workflow_task_started_txn(
     None when the row is stale (the task already started, completed or moved).
     ``sticky_fallback`` means a normal-queue poller takes a task left on a sticky
     queue with no live poller: stickiness is cleared and the full history sent.
+    ``worker_version`` (the poller's build) is recorded on ``WorkflowTaskStarted``.
     """
     assert transaction.get_connection().in_atomic_block
     if (
@@ -57,7 +60,7 @@ def record_workflow_task_started_txn(
         ex.sticky_task_queue = ""
         ex.wft_task_queue = ex.task_queue
     mutation = ExecutionMutation(ex, ex.namespace)
-    mutation.start_workflow_task(identity=identity, request_id=request_id)
+    mutation.start_workflow_task(identity=identity, request_id=request_id, worker_version=worker_version)
     mutation.save()
     response = build_workflow_task_response(ex, sticky=task_queue == ex.sticky_task_queue != "")
     # The queries buffered for this run ride on the task; the worker answers in its completion.
@@ -94,11 +97,14 @@ def respond_workflow_task_completed(
     return_new_workflow_task: bool = False,
     force_create_new_workflow_task: bool = False,
     query_results: dict[str, Any] | None = None,
+    worker_version_stamp: WorkerVersionStamp | None = None,
 ) -> CompletionResult:
     """Apply a completed workflow task's commands (temporal-semantics §2).
 
     ``query_results`` answers the queries the task carried; they are kept even when the
     commands are rejected, since the answers came from the same replay.
+    ``worker_version_stamp`` (the completing worker's build) is recorded on
+    ``WorkflowTaskCompleted`` as ``worker_version``.
     """
     token = tokens.decode(task_token, "wft")
     validate_command_list(commands)
@@ -141,7 +147,7 @@ def respond_workflow_task_completed(
             release_buffered_queries_txn(mutation)
             mutation.save()
             return CompletionResult()
-        completed_id = _write_completed(mutation, identity)
+        completed_id = _write_completed(mutation, identity, worker_version_stamp)
         try:
             eager = apply_commands(mutation, commands, completed_event_id=completed_id, identity=identity)
         except CommandRejected as exc:
@@ -156,6 +162,7 @@ def respond_workflow_task_completed(
                 sticky_schedule_to_start_timeout=sticky_schedule_to_start_timeout,
                 return_new_workflow_task=return_new_workflow_task,
                 force_create_new_workflow_task=force_create_new_workflow_task,
+                worker_version=worker_version_stamp,
             )
             crash_point("before_commit")
     if result is not None:
@@ -181,6 +188,7 @@ def _finish_completion(
     sticky_schedule_to_start_timeout: float,
     return_new_workflow_task: bool,
     force_create_new_workflow_task: bool,
+    worker_version: WorkerVersionStamp | None,
 ) -> CompletionResult:
     """After the commands: stickiness, the buffer flush, the next task, the save."""
     ex = mutation.execution
@@ -193,7 +201,7 @@ def _finish_completion(
     release_buffered_queries_txn(mutation)
     new_task = None
     if return_new_workflow_task and ex.is_running and ex.wft_scheduled_event_id and not ex.sticky_task_queue:
-        mutation.start_workflow_task(identity=identity, request_id="inline")
+        mutation.start_workflow_task(identity=identity, request_id="inline", worker_version=worker_version)
         mutation.save()
         new_task = build_workflow_task_response(ex, sticky=False)
         new_task.queries = buffered_queries(ex)
@@ -212,9 +220,16 @@ _CLOSE_COMMANDS = frozenset(
 )
 
 
-def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
-    """Write WorkflowTaskCompleted (with the transient Scheduled/Started first)."""
+def _write_completed(
+    mutation: ExecutionMutation, identity: str, worker_version: WorkerVersionStamp | None
+) -> int:
+    """Write WorkflowTaskCompleted (with the transient Scheduled/Started first).
+
+    The worker that completes a task is the one that started it (the token says so),
+    so its stamp also stands for the transient Started event's.
+    """
     ex = mutation.execution
+    stamp = {"worker_version": worker_version.as_dict()} if worker_version is not None else {}
     if ex.wft_attempt > 1:
         ex.wft_scheduled_event_id = mutation.append(
             "WorkflowTaskScheduled",
@@ -230,6 +245,7 @@ def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "identity": ex.wft_identity,
                 "request_id": ex.wft_request_id,
+                **stamp,
                 **continue_as_new_suggestion(ex, mutation.namespace),
             },
         )
@@ -239,6 +255,7 @@ def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
             "scheduled_event_id": ex.wft_scheduled_event_id,
             "started_event_id": ex.wft_started_event_id,
             "identity": identity,
+            **stamp,
         },
     )
     ex.last_wft_started_event_id = ex.wft_started_event_id
@@ -246,6 +263,11 @@ def _write_completed(mutation: ExecutionMutation, identity: str) -> int:
     mutation.clear_workflow_task()
     ex.wft_attempt = 1
     return completed
+
+
+def _on_sticky_queue(ex: WorkflowExecution) -> bool:
+    """Whether the in-flight workflow task was dispatched to the run's sticky queue."""
+    return bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
 
 
 def _fail_task(
@@ -258,7 +280,7 @@ def _fail_task(
 ) -> None:
     """Fail the in-flight workflow task and schedule its retry (never fails the run)."""
     ex = mutation.execution
-    on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
+    on_sticky = _on_sticky_queue(ex)
     if ex.wft_attempt == 1:
         mutation.append(
             "WorkflowTaskFailed",
@@ -270,6 +292,8 @@ def _fail_task(
                 "identity": identity,
             },
         )
+    # Temporal's rule: a failure on a sticky queue clears stickiness without counting an
+    # attempt, so the retry on the normal queue is attempt 1 (and writes its events).
     attempt = ex.wft_attempt + 1 if count_attempt and not on_sticky else 1
     ex.sticky_task_queue = ""
     mutation.clear_workflow_task()
@@ -321,8 +345,7 @@ def time_out_workflow_task_txn(mutation: ExecutionMutation, *, timeout_type: str
                 "timeout_type": "START_TO_CLOSE",
             },
         )
-    on_sticky = bool(ex.sticky_task_queue) and ex.wft_task_queue == ex.sticky_task_queue
-    attempt = 1 if on_sticky else ex.wft_attempt + 1
+    attempt = 1 if _on_sticky_queue(ex) else ex.wft_attempt + 1
     ex.sticky_task_queue = ""
     mutation.clear_workflow_task()
     had_buffered = mutation.flush_buffer()

@@ -48,9 +48,18 @@ class Worker:
         default_heartbeat_throttle_interval: timedelta = timedelta(seconds=30),
         max_eager_activity_reservations_per_workflow_task: int = 3,
         disable_eager_activity_execution: bool = False,
+        build_id: str | None = None,
+        use_worker_versioning: bool = False,
     ) -> None:
+        """``build_id`` names this worker's code; it is recorded on the workflow tasks it runs.
+
+        With ``use_worker_versioning`` the worker takes only tasks of runs pinned to its
+        build (a namespace admin sets the queue's current build; new runs are pinned to it).
+        """
         if not workflows and not activities:
             raise ValueError("a worker needs at least one workflow or activity")
+        if use_worker_versioning and not build_id:
+            raise ValueError("build_id must be specified when use_worker_versioning is True")
         self.client = client
         self.task_queue = task_queue
         self.identity = identity or client.identity
@@ -68,6 +77,8 @@ class Worker:
         self.max_eager_activity_reservations = (
             0 if disable_eager_activity_execution else max_eager_activity_reservations_per_workflow_task
         )
+        self.build_id = build_id
+        self.use_worker_versioning = use_worker_versioning
         self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
         self.workflow_runner = WorkflowRunner(self, workflows) if workflows else None
         self._stopping = asyncio.Event()
@@ -122,12 +133,22 @@ class Worker:
         """One long poll; None when it timed out empty or the worker is stopping."""
         if stopping.is_set():
             return None
+        body: dict[str, Any] = {"identity": self.identity, "timeout": POLL_TIMEOUT_SECONDS}
+        if self.version_stamp is not None:
+            body["worker_version_capabilities"] = self.version_stamp
         return await self.client.transport.post(
             path,
-            {"identity": self.identity, "timeout": POLL_TIMEOUT_SECONDS},
+            body,
             idempotent=False,
             timeout=POLL_TIMEOUT_SECONDS + 30,
         )
+
+    @property
+    def version_stamp(self) -> dict[str, Any] | None:
+        """The build this worker reports on polls and completions, if it has one."""
+        if not self.build_id:
+            return None
+        return {"build_id": self.build_id, "use_versioning": self.use_worker_versioning}
 
     async def backoff(self, what: str, exc: BaseException, failures: int, stopping: asyncio.Event) -> None:
         """Wait before retrying: 0.1 s after a first failure (a dropped connection), doubling to 30 s."""

@@ -252,6 +252,7 @@ class WorkflowRunner:
             "query_results": {query_id: answer_query(instance, q) for query_id, q in queries.items()},
             "sticky_task_queue": "" if activation.completed else self.sticky_queue,
             "sticky_schedule_to_start_timeout": self.worker.sticky_schedule_to_start_timeout.total_seconds(),
+            "worker_version_stamp": self.worker.version_stamp,
         }
         answer = await self.worker.report(
             f"/task-queues/{quote(self.worker.task_queue, safe='')}/workflow-tasks/complete", body

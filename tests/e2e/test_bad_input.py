@@ -157,8 +157,9 @@ def test_bad_query_params_never_500(api: Api, queue: str) -> None:
     for params in (
         {"page_size": "abc"},
         {"page_size": "-1"},
-        {"cursor": "%%%garbage"},
-        {"status": "NoSuchStatus"},
+        {"next_page_token": "%%%garbage"},
+        {"query": "ExecutionStatus = 'NoSuchStatus'"},
+        {"query": "WorkflowId = 'a' AND"},
     ):
         r = api.get("/workflows", **params)
         assert r.status_code != 500 and (r.status_code == 200 or _assert_4xx(r)), (params, r.text)

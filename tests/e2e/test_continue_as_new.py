@@ -119,6 +119,8 @@ def test_a_chain_of_fifty_runs_carries_options_and_result_follows_it(
 ) -> None:
     tenant = make_tenant(workflow_id_reuse_minimal_interval=0)
     api = Api(stack, tenant)
+    registered = api.post("/search-attributes", {"name": "CustomKeywordField", "type": "Keyword"})
+    assert registered.status_code == 201, registered.text
     wid = _wid()
     policy = RetryPolicy(maximum_attempts=2)
 
@@ -138,7 +140,7 @@ def test_a_chain_of_fifty_runs_carries_options_and_result_follows_it(
     result, first_run = asyncio.run(_with_worker(stack, tenant, queue, [Relay], body))
     assert result["carried"] == CHAIN
     assert result["memo"] == {"owner": {"metadata": {"encoding": "json/plain"}, "data": "billing"}}
-    assert result["search_attributes"] == {"CustomKeywordField": ["relay"]}
+    assert result["search_attributes"] == {"CustomKeywordField": "relay"}  # stored typed
     assert result["retry_policy"] == policy.to_wire()
     assert result["first_execution_run_id"] == first_run
     assert result["task_queue"] == queue
@@ -159,9 +161,7 @@ def test_a_chain_of_fifty_runs_carries_options_and_result_follows_it(
     assert attrs["new_execution_run_id"] == runs[1]["run_id"]
     assert attrs["initiator"] == "WORKFLOW"
     assert attrs["workflow_type"] == {"name": "Relay"} and attrs["task_queue"] == {"name": queue}
-    assert attrs["memo"] == runs[0]["memo"] and attrs["search_attributes"] == {
-        "CustomKeywordField": ["relay"]
-    }
+    assert attrs["memo"] == runs[0]["memo"] and attrs["search_attributes"] == {"CustomKeywordField": "relay"}
     assert attrs["workflow_task_completed_event_id"] == closing["event_id"] - 1
 
     started = _run_events(api, wid, runs[1]["run_id"])[0]["attributes"]
@@ -269,7 +269,7 @@ def test_bad_continue_as_new_attributes_fail_the_task_not_the_run(
     assert failed["cause"] == "WORKFLOW_TASK_FAILED_CAUSE_BAD_CONTINUE_AS_NEW_ATTRIBUTES"
     assert "cron_schedule" in failed["failure"]["message"]
     assert _run(api, wid, first)["status"] == "Running"
-    r = api.get("/workflows", workflow_id=wid)
+    r = api.get("/workflows", query=f"WorkflowId = '{wid}'")
     assert len(r.json()["executions"]) == 1  # no second run was created
 
 

@@ -100,7 +100,7 @@ def test_a_minute_cron_waits_for_the_next_minute_and_terminate_ends_it(
     assert api.post(f"/workflows/{wid}/terminate", {"reason": "done"}).status_code == 200
     ended = api.describe(wid)
     assert ended["status"] == "Terminated" and ended["new_run_id"] is None
-    assert len(api.get("/workflows", workflow_id=wid).json()["executions"]) == 1
+    assert len(api.get("/workflows", query=f"WorkflowId = '{wid}'").json()["executions"]) == 1
 
 
 def test_each_closing_run_starts_the_next_until_cancelled(
@@ -185,4 +185,4 @@ def test_bad_cron_schedules_are_refused(stack: Stack, tenant: Tenant, api: Api, 
     assert "minute: 61 is outside 0-59" in r.json()["message"]
     r = api.post("/workflows", {**base, "cron_schedule": "* * * * *", "start_delay": 5})
     assert r.status_code == 400 and "cannot be combined" in r.json()["message"]
-    assert api.get("/workflows", workflow_id=base["workflow_id"]).json()["executions"] == []
+    assert api.get("/workflows", query=f"WorkflowId = '{base['workflow_id']}'").json()["executions"] == []

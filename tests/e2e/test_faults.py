@@ -65,5 +65,5 @@ def test_start_committed_before_a_crash_is_found_by_its_retry(
     retried = api.post("/workflows", body)  # the client retries on a healthy frontend
 
     assert retried.status_code == 201, retried.text
-    runs = api.get("/workflows", workflow_id=wid).json()["executions"]
+    runs = api.get("/workflows", query=f"WorkflowId = '{wid}'").json()["executions"]
     assert len(runs) == 1 and runs[0]["run_id"] == retried.json()["run_id"]

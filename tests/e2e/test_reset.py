@@ -195,7 +195,7 @@ def test_a_closed_run_can_be_reset_and_a_repeated_request_resets_once(
     new = _reset(api, wid, **body)
     assert _reset(api, wid, **body) == new
     assert _run_events(api, wid, base) == before  # a closed base is not written to
-    runs = api.get("/workflows", workflow_id=wid).json()["executions"]
+    runs = api.get("/workflows", query=f"WorkflowId = '{wid}'").json()["executions"]
     assert sorted(r["run_id"] for r in runs) == sorted([base, new])
     assert api.get(f"/workflows/{wid}/runs/{base}").json()["reset_run_id"] == new
 

@@ -358,22 +358,33 @@ def test_sticky_queue_gets_new_events_and_falls_back_after_timeout(api: Api, wor
     assert fallback["attempt"] == 1
 
 
-def test_repeated_workflow_task_failures_are_transient(api: Api, worker: ScriptedWorker) -> None:
+def _fail(worker: ScriptedWorker, task: dict[str, object]) -> None:
+    r = worker.api.post(
+        f"/task-queues/{worker.queue}/workflow-tasks/fail",
+        {
+            "task_token": task["task_token"],
+            "cause": "WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR",
+            "failure": {"message": "nondeterminism"},
+        },
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_repeated_workflow_task_failures_are_transient_and_back_off(api: Api, worker: ScriptedWorker) -> None:
     wid = _wid()
     api.start(wid, worker.queue)
     for attempt in (1, 2, 3):
         task = worker.poll_workflow_task()
         assert task["attempt"] == attempt
-        r = worker.api.post(
-            f"/task-queues/{worker.queue}/workflow-tasks/fail",
-            {
-                "task_token": task["task_token"],
-                "cause": "WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR",
-                "failure": {"message": "nondeterminism"},
-            },
-        )
-        assert r.status_code == 200, r.text
+        _fail(worker, task)
+        failed_at = time.monotonic()
+    # The first retries go out at once; attempt 4 waits its backoff (5 s).
+    r = worker.api.post(
+        f"/task-queues/{worker.queue}/workflow-tasks/poll", {"identity": worker.identity, "timeout": 3}
+    )
+    assert r.status_code == 204, r.text
     task = worker.poll_workflow_task()
+    assert time.monotonic() - failed_at >= 4.5
     assert task["attempt"] == 4
     assert task["history"]["events"][-2]["attributes"]["attempt"] == 4  # in-memory Scheduled
     worker.complete_workflow_task(task, command("CompleteWorkflowExecution"))
@@ -383,3 +394,47 @@ def test_repeated_workflow_task_failures_are_transient(api: Api, worker: Scripte
     assert api.describe(wid)["status"] == "Completed"
     ids = [e["event_id"] for e in api.events(wid)]
     assert ids == list(range(1, len(ids) + 1))
+
+
+def test_failure_on_a_sticky_queue_does_not_count_an_attempt(api: Api, worker: ScriptedWorker) -> None:
+    """Temporal's rule: the sticky failure clears stickiness; the normal-queue retry is attempt 1."""
+    wid = _wid()
+    sticky = ScriptedWorker(api, f"{worker.queue}-sticky")
+    api.start(wid, worker.queue)
+    first = worker.poll_workflow_task()
+    worker.complete_workflow_task(first, sticky_task_queue=sticky.queue, sticky_schedule_to_start_timeout=5)
+    api.post(f"/workflows/{wid}/signal", {"signal_name": "go"})
+    on_sticky = sticky.poll_workflow_task()
+    assert on_sticky["attempt"] == 1
+    _fail(sticky, on_sticky)
+
+    retry = worker.poll_workflow_task()  # stickiness is cleared: the normal queue gets it
+    assert retry["attempt"] == 1
+    _fail(worker, retry)
+    again = worker.poll_workflow_task()
+    assert again["attempt"] == 2
+    worker.complete_workflow_task(again, command("CompleteWorkflowExecution"))
+
+    types = api.event_types(wid)
+    assert types.count("WorkflowTaskFailed") == 2  # the sticky failure and the first normal one
+    assert api.describe(wid)["status"] == "Completed"
+    ids = [e["event_id"] for e in api.events(wid)]
+    assert ids == list(range(1, len(ids) + 1))
+
+
+def test_history_of_an_earlier_run_by_run_id_query(api: Api, worker: ScriptedWorker) -> None:
+    wid = _wid()
+    first = api.start(wid, worker.queue)["run_id"]
+    api.post(f"/workflows/{wid}/terminate", {"reason": "replaced"})
+    second = api.start(wid, worker.queue, id_reuse_policy="ALLOW_DUPLICATE")["run_id"]
+
+    older = api.get(f"/workflows/{wid}/history", run_id=first)
+    assert older.status_code == 200, older.text
+    assert older.json()["run_id"] == first
+    assert older.json()["events"][-1]["event_type"] == "WorkflowExecutionTerminated"
+    latest = api.get(f"/workflows/{wid}/history")
+    assert latest.json()["run_id"] == second
+    bad = api.get(f"/workflows/{wid}/history", run_id="not-a-uuid")
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_argument"
+    clash = api.get(f"/workflows/{wid}/runs/{first}/history", run_id=second)
+    assert clash.status_code == 400

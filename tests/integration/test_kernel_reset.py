@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 
+from executions.search_attributes import add_attribute
 from history import kernel
 from history.models import HistoryEvent, PendingActivity, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def _run_with_pending_work(namespace: Namespace) -> WorkflowExecution:
     """One completed workflow task (event 4) that scheduled an activity and started a timer."""
+    add_attribute(namespace, "k", "Int")
     kernel.start_workflow_execution(
         namespace, kernel.StartRequest(workflow_id="order-1", workflow_type="Order", task_queue="q")
     )

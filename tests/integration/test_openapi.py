@@ -62,7 +62,11 @@ def test_workflow_task_complete_takes_commands(schema: dict[str, Any]) -> None:
 @pytest.mark.parametrize(("kind", "task"), [("workflow", "WorkflowTask"), ("activity", "ActivityTask")])
 def test_polls_take_a_body_and_return_a_task(schema: dict[str, Any], kind: str, task: str) -> None:
     path = QUEUE + f"/{kind}-tasks/poll"
-    assert set(request_schema(schema, path)["properties"]) == {"identity", "timeout"}
+    assert set(request_schema(schema, path)["properties"]) == {
+        "identity",
+        "timeout",
+        "worker_version_capabilities",
+    }
     responses = schema["paths"][path]["post"]["responses"]
     returned = resolve(schema, responses["200"]["content"]["application/json"]["schema"])
     assert returned == schema["components"]["schemas"][task]

@@ -107,3 +107,12 @@ def test_an_activity_needs_one_of_the_close_timeouts() -> None:
 )
 def test_effective_run_timeout(execution: float, run: float, expected: float) -> None:
     assert effective_run_timeout(execution, run) == expected
+
+
+def test_workflow_task_retries_back_off_after_the_first_attempts() -> None:
+    from history.kernel.retry import workflow_task_retry_delay
+
+    assert [workflow_task_retry_delay(a) for a in (1, 2, 3)] == [0.0, 0.0, 0.0]
+    assert [workflow_task_retry_delay(a) for a in (4, 5, 6)] == [5.0, 10.0, 20.0]
+    assert workflow_task_retry_delay(40) == 600.0
+    assert workflow_task_retry_delay(10_000) == 600.0

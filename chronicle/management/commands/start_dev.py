@@ -5,9 +5,9 @@ and a UI user (reusing them on later runs via ``.chronicle/dev.json``), then
 supervises the child processes: the ASGI frontend under gunicorn, one shard
 owner daemon, the batch-job runner and, when present, the demo worker of the SDK.
 
-Ctrl-C or SIGTERM stops every child (terminate, wait up to 10 s, then kill) and
-exits 0. If a child exits on its own the others are stopped and the command
-exits non-zero.
+The children are the stack of :mod:`chronicle.launcher`. Ctrl-C or SIGTERM stops
+every child (SIGTERM, wait up to 10 s, then SIGKILL) and exits 0. If a child exits
+on its own the others are stopped and the command exits non-zero.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,9 @@ from urllib.parse import quote
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from chronicle.db import require_reachable_database
+from chronicle.launcher import ProcessGroup, ProcessSpec, stack_processes
 
 DEFAULT_PORT = 7243
 STOP_TIMEOUT_SECONDS = 10.0
@@ -78,6 +80,7 @@ class Command(BaseCommand):
         state_dir.mkdir(parents=True, exist_ok=True)
         dev_json = state_dir / "dev.json"
 
+        require_reachable_database()
         call_command("migrate", interactive=False, verbosity=1)
 
         from namespaces.services import bootstrap_dev_namespace
@@ -104,8 +107,8 @@ class Command(BaseCommand):
         self.stdout.flush()
 
         env = self._child_env()
-        commands = self._child_commands(base_dir, port, options["no_demo_worker"])
-        code = self._supervise(commands, env, base_dir)
+        specs = self._child_processes(base_dir, port, options["no_demo_worker"])
+        code = self._supervise(specs, env, base_dir)
         if code != 0:
             sys.exit(code)
 
@@ -130,79 +133,45 @@ class Command(BaseCommand):
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def _child_commands(self, base_dir: Path, port: int, no_demo_worker: bool) -> dict[str, list[str]]:
-        py = sys.executable
-        commands = {
-            "frontend": [
-                py,
-                "-m",
-                "gunicorn",
-                "chronicle.asgi:application",
-                "-k",
-                "uvicorn_worker.UvicornWorker",
-                "-b",
-                f"127.0.0.1:{port}",
-                "-c",
-                "platform/gunicorn.conf.py",
-            ],
-            "shard_owner": [py, "manage.py", "run_shard_owner"],
-            "batch_runner": [py, "manage.py", "run_batch_jobs"],
-        }
+    def _child_processes(self, base_dir: Path, port: int, no_demo_worker: bool) -> list[ProcessSpec]:
+        extra: list[ProcessSpec] = []
         if no_demo_worker:
             self.stdout.write("demo worker disabled (--no-demo-worker)")
         elif (base_dir / "sdk" / "demo_worker.py").exists():
-            commands["demo_worker"] = [py, "-m", "sdk.demo_worker"]
+            extra.append(ProcessSpec("demo_worker", [sys.executable, "-m", "sdk.demo_worker"]))
         else:
             self.stdout.write("note: sdk/demo_worker.py not found; not starting a demo worker")
-        return commands
+        return stack_processes(port, extra=extra)
 
-    def _supervise(self, commands: dict[str, list[str]], env: dict[str, str], cwd: Path) -> int:
-        children: dict[str, subprocess.Popen[bytes]] = {}
+    def _supervise(self, specs: list[ProcessSpec], env: dict[str, str], cwd: Path) -> int:
+        group = ProcessGroup(specs, env=env, cwd=cwd, grace_seconds=STOP_TIMEOUT_SECONDS)
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             raise _Stop(signal.Signals(signum).name)
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            for name, argv in commands.items():
-                children[name] = subprocess.Popen(argv, env=env, cwd=cwd)
-                self.stdout.write(f"started {name} (pid {children[name].pid})")
+            group.start()
+            for name, proc in group.processes.items():
+                self.stdout.write(f"started {name} (pid {proc.pid})")
             self.stdout.write("press Ctrl-C to stop")
             self.stdout.flush()
-            while True:
-                for name, proc in children.items():
-                    rc = proc.poll()
-                    if rc is not None:
-                        self.stderr.write(
-                            f"error: {name} (pid {proc.pid}) exited unexpectedly with "
-                            f"code {rc}; stopping the other processes"
-                        )
-                        self._stop_all(children)
-                        return rc if rc > 0 else 1
+            while (gone := group.exited()) is None:
                 time.sleep(0.5)
+            name, rc = gone
+            self.stderr.write(
+                f"error: {name} exited unexpectedly with code {rc}; stopping the other processes"
+            )
+            group.stop()
+            return rc if rc > 0 else 1
         except (_Stop, KeyboardInterrupt):
             # Ignore further signals while shutting down.
             for sig in previous:
                 signal.signal(sig, signal.SIG_IGN)
             self.stdout.write("stopping Chronicle...")
-            self._stop_all(children)
+            group.stop()
             self.stdout.write("stopped")
             return 0
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-
-    def _stop_all(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
-        for proc in children.values():
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
-        for name, proc in children.items():
-            remaining = max(0.0, deadline - time.monotonic())
-            try:
-                proc.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                self.stderr.write(f"{name} (pid {proc.pid}) did not stop in time; killing it")
-                proc.kill()
-                proc.wait()
