@@ -55,7 +55,7 @@ def _run_events(api: Api, wid: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def _runs_of(api: Api, wid: str) -> int:
-    r = api.get("/workflows", workflow_id=wid)
+    r = api.get("/workflows", query=f"WorkflowId = '{wid}'")
     assert r.status_code == 200, r.text
     return len(r.json()["executions"])
 
