@@ -172,6 +172,19 @@ class _PendingDroppedSerializer(serializers.Serializer[Any]):
     timers = _TimerSerializer(many=True)
 
 
+class _ChildToStartSerializer(serializers.Serializer[Any]):
+    initiated_event_id = serializers.IntegerField()
+    workflow_id = serializers.CharField()
+
+
+class _ChildKeptSerializer(_ChildToStartSerializer):
+    run_id = serializers.UUIDField()
+
+
+class _ExternalRequestSerializer(_ChildToStartSerializer):
+    kind = serializers.ChoiceField(choices=["signal", "cancel"])
+
+
 class ResetPreviewSerializer(serializers.Serializer[Any]):
     base_run_id = serializers.UUIDField()
     current_run_id = serializers.UUIDField()
@@ -185,6 +198,15 @@ class ResetPreviewSerializer(serializers.Serializer[Any]):
         many=True, help_text="pending at the point: scheduled again from now"
     )
     timers_restored = _TimerSerializer(many=True)
+    children_kept = _ChildKeptSerializer(
+        many=True, help_text="started by the point: keep running, and report their close to the new run"
+    )
+    children_to_start = _ChildToStartSerializer(
+        many=True, help_text="initiated but not started by the point: started once (or taken over if already)"
+    )
+    external_requests_reissued = _ExternalRequestSerializer(
+        many=True, help_text="signals and cancels sent before the point without an outcome by then"
+    )
     pending_dropped = _PendingDroppedSerializer(help_text="the current run's pending work, ended with it")
     activities_completed_after_point = _CompletedActivitySerializer(
         many=True, help_text="side effects already done; the new run may run them again"

@@ -9,6 +9,7 @@ two shards.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from history.kernel.command_checks import CommandRejected, require_name, require_seconds, type_name
@@ -217,10 +218,63 @@ def schedule_close_duties(m: ExecutionMutation) -> None:
     Called as the close is saved, after the run's other pending work was dropped.
     """
     ex = m.execution
+    PendingExternalRequest.objects.filter(run=ex).delete()
+    if ex.reset_run_id is not None:
+        # Closed by a reset: the new run carries on as the child of the same parent and
+        # takes over this run's children, so no one is told and no close policy applies.
+        PendingChildExecution.objects.filter(run=ex).delete()
+        return
     if ex.parent_run_id is not None and ex.new_run_id is None:
         m.add_timer(TimerKind.CHILD_CLOSED, m.now)
-    PendingExternalRequest.objects.filter(run=ex).delete()
     started = PendingChildExecution.objects.filter(run=ex, started_run_id__isnull=False)
     started.filter(parent_close_policy=ParentClosePolicy.ABANDON).delete()
     for child in started.exclude(parent_close_policy=ParentClosePolicy.ABANDON):
         m.add_timer(TimerKind.PARENT_CLOSE_POLICY, m.now, scheduled_event_id=child.initiated_event_id)
+
+
+def restore_child(
+    m: ExecutionMutation, initiated_event_id: int, request: dict[str, Any], started: tuple[str, int] | None
+) -> None:
+    """A reset run takes over a child initiated before its reset point.
+
+    A child started by then stays this run's child (its close report follows the old
+    parent's ``reset_run_id`` here); one not started yet gets its start duty again, and
+    the start request id of the run that first initiated it keeps it from starting twice.
+    """
+    child = PendingChildExecution.objects.create(
+        run=m.execution,
+        shard_id=m.execution.shard_id,
+        initiated_event_id=initiated_event_id,
+        workflow_id=request["workflow_id"],
+        workflow_type=request["workflow_type"]["name"],
+        request=request,
+        parent_close_policy=request["parent_close_policy"],
+    )
+    if started is None:
+        m.add_timer(TimerKind.START_CHILD, m.now, scheduled_event_id=initiated_event_id)
+        return
+    child.started_run_id, child.started_event_id = uuid.UUID(started[0]), started[1]
+    child.save(update_fields=["started_run_id", "started_event_id"])
+
+
+def restore_external_request(
+    m: ExecutionMutation, initiated_event_id: int, kind: str, a: dict[str, Any]
+) -> None:
+    """A reset run sends again a signal or cancel whose outcome came after its reset point."""
+    target = a.get("workflow_execution") or {}
+    fields: dict[str, Any] = {
+        "workflow_task_completed_event_id": a.get("workflow_task_completed_event_id") or 0
+    }
+    if kind == ExternalRequestKind.SIGNAL:
+        fields |= {"signal_name": a.get("signal_name") or "", "input": a.get("input") or []}
+    else:
+        fields["reason"] = a.get("reason") or ""
+    _pending_request(
+        m,
+        kind,
+        initiated_event_id,
+        str(target.get("workflow_id") or ""),
+        str(target.get("run_id") or ""),
+        bool(a.get("child_workflow_only")),
+        **fields,
+    )

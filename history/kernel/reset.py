@@ -29,12 +29,16 @@ from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, lock_execution, payload_size
 from history.kernel.activity_tasks import restore_activity_txn
+from history.kernel.children import restore_child, restore_external_request
 from history.kernel.executions import arm_workflow_timeouts, terminate_txn
+from history.kernel.transfers import child_close_event
 from history.kernel.versioning import current_build_id
 from history.models import (
     ExecutionStatus,
+    ExternalRequestKind,
     HistoryEvent,
     PendingActivity,
+    PendingChildExecution,
     SignalRequest,
     TimerKind,
     TimerTask,
@@ -51,6 +55,28 @@ FINISH_EVENTS = frozenset(
 ACTIVITY_CLOSE_EVENTS = frozenset(
     {"ActivityTaskCompleted", "ActivityTaskFailed", "ActivityTaskTimedOut", "ActivityTaskCanceled"}
 )
+CHILD_END_EVENTS = frozenset(
+    {
+        "StartChildWorkflowExecutionFailed",
+        "ChildWorkflowExecutionCompleted",
+        "ChildWorkflowExecutionFailed",
+        "ChildWorkflowExecutionCanceled",
+        "ChildWorkflowExecutionTimedOut",
+        "ChildWorkflowExecutionTerminated",
+    }
+)
+EXTERNAL_INITIATED_EVENTS = {
+    "SignalExternalWorkflowExecutionInitiated": ExternalRequestKind.SIGNAL,
+    "RequestCancelExternalWorkflowExecutionInitiated": ExternalRequestKind.CANCEL,
+}
+EXTERNAL_END_EVENTS = frozenset(
+    {
+        "ExternalWorkflowExecutionSignaled",
+        "SignalExternalWorkflowExecutionFailed",
+        "ExternalWorkflowExecutionCancelRequested",
+        "RequestCancelExternalWorkflowExecutionFailed",
+    }
+)
 ResetPoint = int | Literal["first", "last"]
 
 
@@ -60,6 +86,25 @@ class PendingTimer:
     timer_id: str
     started_event_id: int
     fire_at: datetime
+
+
+@dataclass
+class PendingChild:
+    """A child initiated before the point and not closed by then (started or not)."""
+
+    initiated_event_id: int
+    request: dict[str, Any]
+    started_run_id: str = ""
+    started_event_id: int = 0
+
+
+@dataclass
+class PendingRequest:
+    """A signal or cancel sent to another workflow whose outcome came after the point."""
+
+    initiated_event_id: int
+    kind: str
+    attributes: dict[str, Any]
 
 
 @dataclass
@@ -73,6 +118,8 @@ class ReplayedState:
     activities: dict[int, dict[str, Any]] = field(default_factory=dict)  # scheduled id -> attributes
     activity_cancel_requests: dict[int, int] = field(default_factory=dict)
     timers: dict[str, PendingTimer] = field(default_factory=dict)
+    children: dict[int, PendingChild] = field(default_factory=dict)  # initiated id -> child
+    external_requests: dict[int, PendingRequest] = field(default_factory=dict)
     search_attributes: dict[str, Any] = field(default_factory=dict)
     signal_count: int = 0
     signal_request_ids: list[str] = field(default_factory=list)
@@ -89,6 +136,13 @@ class ReplayedState:
             scheduled = int(attrs.get("scheduled_event_id") or 0)
             self.activities.pop(scheduled, None)
             self.activity_cancel_requests.pop(scheduled, None)
+        elif kind in CHILD_END_EVENTS:
+            self.children.pop(int(attrs.get("initiated_event_id") or 0), None)
+        elif kind in EXTERNAL_INITIATED_EVENTS:
+            request = PendingRequest(event.event_id, EXTERNAL_INITIATED_EVENTS[kind], attrs)
+            self.external_requests[event.event_id] = request
+        elif kind in EXTERNAL_END_EVENTS:
+            self.external_requests.pop(int(attrs.get("initiated_event_id") or 0), None)
 
 
 def _on_started(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
@@ -130,6 +184,17 @@ def _on_timer_ended(s: ReplayedState, event_id: int, a: dict[str, Any], at: date
     s.timers.pop(str(a.get("timer_id")), None)
 
 
+def _on_child_initiated(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    s.children[event_id] = PendingChild(event_id, a)
+
+
+def _on_child_started(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
+    child = s.children.get(int(a.get("initiated_event_id") or 0))
+    if child is not None:
+        child.started_run_id = str((a.get("workflow_execution") or {}).get("run_id") or "")
+        child.started_event_id = event_id
+
+
 def _on_upsert(s: ReplayedState, event_id: int, a: dict[str, Any], at: datetime) -> None:
     s.search_attributes = merge_search_attributes(s.search_attributes, a.get("search_attributes") or {})
 
@@ -156,6 +221,8 @@ _REPLAY = {
     "TimerStarted": _on_timer_started,
     "TimerFired": _on_timer_ended,
     "TimerCanceled": _on_timer_ended,
+    "StartChildWorkflowExecutionInitiated": _on_child_initiated,
+    "ChildWorkflowExecutionStarted": _on_child_started,
     "UpsertWorkflowSearchAttributes": _on_upsert,
     "WorkflowExecutionSignaled": _on_signaled,
     "WorkflowExecutionCancelRequested": _on_cancel_requested,
@@ -239,6 +306,28 @@ class ResetPlan:
             ],
             "timers_restored": [
                 {"timer_id": t.timer_id, "fire_at": t.fire_at.isoformat()} for t in self.state.timers.values()
+            ],
+            "children_kept": [
+                {
+                    "initiated_event_id": c.initiated_event_id,
+                    "workflow_id": c.request.get("workflow_id", ""),
+                    "run_id": c.started_run_id,
+                }
+                for c in sorted(self.state.children.values(), key=lambda c: c.initiated_event_id)
+                if c.started_run_id
+            ],
+            "children_to_start": [
+                {"initiated_event_id": c.initiated_event_id, "workflow_id": c.request.get("workflow_id", "")}
+                for c in sorted(self.state.children.values(), key=lambda c: c.initiated_event_id)
+                if not c.started_run_id
+            ],
+            "external_requests_reissued": [
+                {
+                    "initiated_event_id": r.initiated_event_id,
+                    "kind": r.kind,
+                    "workflow_id": (r.attributes.get("workflow_execution") or {}).get("workflow_id", ""),
+                }
+                for r in sorted(self.state.external_requests.values(), key=lambda r: r.initiated_event_id)
             ],
             "pending_dropped": _pending_of(self.current),
             "activities_completed_after_point": self._completed_after_point(),
@@ -432,7 +521,9 @@ def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id
     mutation.now = now
     _fail_reset_task(mutation, plan, reason)
     _restore_pending(mutation, plan.state)
+    _restore_children(mutation, plan.state)
     _reapply_signals(mutation, plan, identity)
+    _report_children_closed_meanwhile(mutation)
     mutation.schedule_workflow_task()
     arm_workflow_timeouts(mutation)
     mutation.save()
@@ -574,3 +665,34 @@ def _reapply_signals(m: ExecutionMutation, plan: ResetPlan, identity: str) -> No
         )
         if attrs.get("request_id"):
             SignalRequest.objects.get_or_create(run=m.execution, request_id=attrs["request_id"])
+
+
+def _restore_children(m: ExecutionMutation, state: ReplayedState) -> None:
+    """Children in flight at the point stay this run's; requests without an outcome go again."""
+    for child in sorted(state.children.values(), key=lambda c: c.initiated_event_id):
+        started = (child.started_run_id, child.started_event_id) if child.started_run_id else None
+        restore_child(m, child.initiated_event_id, child.request, started)
+    for request in sorted(state.external_requests.values(), key=lambda r: r.initiated_event_id):
+        restore_external_request(m, request.initiated_event_id, request.kind, request.attributes)
+
+
+def _report_children_closed_meanwhile(m: ExecutionMutation) -> None:
+    """A child taken over that has closed since (its report went to the base run) closes here now."""
+    started = PendingChildExecution.objects.filter(run=m.execution, started_run_id__isnull=False)
+    for child in started.order_by("initiated_event_id"):
+        closed = _closed_chain_end(m.namespace, child)
+        if closed is not None:
+            m.add_outside_event(*child_close_event(closed, child, m.namespace.name))
+            child.delete()
+
+
+def _closed_chain_end(namespace: Namespace, child: PendingChildExecution) -> WorkflowExecution | None:
+    """The run that closed the child's chain, or None while the chain is open."""
+    assert child.started_run_id is not None
+    chain = WorkflowExecution.objects.filter(
+        namespace=namespace, workflow_id=child.workflow_id, first_run_id=child.started_run_id
+    )
+    if chain.filter(status=ExecutionStatus.RUNNING).exists():
+        return None
+    ends = chain.filter(new_run_id__isnull=True, reset_run_id__isnull=True)
+    return ends.exclude(status=ExecutionStatus.RUNNING).order_by("-close_time").first()

@@ -53,6 +53,7 @@ TRANSFER_KINDS = frozenset(
     }
 )
 RETRY_LATER = timedelta(milliseconds=200)
+MAX_RESET_HOPS = 100  # resets of resets a close report follows to reach the parent's live run
 NOT_FOUND = "EXTERNAL_WORKFLOW_EXECUTION_NOT_FOUND"
 
 
@@ -106,6 +107,39 @@ def _execution_ref(workflow_id: str, run_id: str) -> dict[str, str]:
     return {"workflow_id": workflow_id, "run_id": run_id}
 
 
+def _reset_ancestry(run: WorkflowExecution) -> list[tuple[uuid.UUID, int]]:
+    """``run`` and the runs it was reset from, each with the event id its successor copied below."""
+    lineage = [(run.run_id, 1 << 62)]
+    base_id, below = run.reset_base_run_id, run.reset_event_id
+    while base_id is not None and len(lineage) < MAX_RESET_HOPS:
+        lineage.append((base_id, below))
+        base = WorkflowExecution.objects.filter(run_id=base_id).values("reset_base_run_id", "reset_event_id")
+        found = base.first()
+        if found is None:
+            break
+        base_id, below = found["reset_base_run_id"], min(below, found["reset_event_id"])
+    return lineage
+
+
+def duty_request_id(run: WorkflowExecution, initiated_event_id: int) -> str:
+    """The request id a duty sends with: the same for a reset run as for the run it copied."""
+    return f"{origin_run_id(run, initiated_event_id)}:{initiated_event_id}"
+
+
+def origin_run_id(run: WorkflowExecution, event_id: int) -> uuid.UUID:
+    """The run that first wrote ``event_id``: a reset copies events, and their duties keep its ids.
+
+    Request ids derived from the origin make a re-issued duty of a reset run land on
+    what the base run already did (the child it started, the signal it sent) once only.
+    """
+    origin = run.run_id
+    for run_id, copied_below in _reset_ancestry(run):
+        if event_id >= copied_below:
+            break
+        origin = run_id
+    return origin
+
+
 # -- starting a child ---------------------------------------------------------------------
 
 
@@ -124,12 +158,18 @@ def _start_child(fence: ShardFence, row: TimerTask) -> None:
 def _start_child_run(parent: WorkflowExecution, child: PendingChildExecution) -> tuple[str, str]:
     """Start the child in its own transaction; return (run id, "") or ("", failure cause)."""
     a = child.request
+    request_id = duty_request_id(parent, child.initiated_event_id)
+    already = WorkflowExecution.objects.filter(
+        namespace=parent.namespace, workflow_id=child.workflow_id, create_request_id=request_id
+    ).first()
+    if already is not None:
+        return str(already.first_run_id), ""  # started before a reset of the parent
     request = StartRequest(
         workflow_id=child.workflow_id,
         workflow_type=child.workflow_type,
         task_queue=a["task_queue"]["name"],
         input=a.get("input") or [],
-        request_id=f"{parent.run_id}:{child.initiated_event_id}",
+        request_id=request_id,
         id_reuse_policy=a["workflow_id_reuse_policy"].removeprefix("WORKFLOW_ID_REUSE_POLICY_"),
         execution_timeout=a.get("workflow_execution_timeout") or 0.0,
         run_timeout=a.get("workflow_run_timeout") or 0.0,
@@ -216,19 +256,12 @@ def _child_closed(fence: ShardFence, row: TimerTask) -> None:
 
 
 def _report_to_parent(child_run: WorkflowExecution) -> None:
-    close_event = HistoryEvent.objects.get(run=child_run, event_id=child_run.next_event_id - 1)
-    event_type, carried = _CHILD_CLOSE_EVENTS[ExecutionStatus(child_run.status)]
     assert child_run.parent_run_id is not None
     with transaction.atomic(durable=True):
         try:
-            parent = lock_run(child_run.parent_run_id)
+            parent, child = _parent_awaiting(child_run, child_run.parent_run_id)
         except ChronicleError:
             return  # the parent is gone (retention)
-        child = (
-            PendingChildExecution.objects.select_for_update()
-            .filter(run=parent, workflow_id=child_run.workflow_id, started_run_id=child_run.first_run_id)
-            .first()
-        )
         if child is None:
             # Already reported, abandoned, or the parent never recorded this start.
             if PendingChildExecution.objects.filter(
@@ -242,19 +275,42 @@ def _report_to_parent(child_run: WorkflowExecution) -> None:
         if child.started_event_id == 0:
             raise NotYet  # ChildWorkflowExecutionStarted is still buffered in the parent
         mutation = ExecutionMutation(parent, parent.namespace)
-        mutation.add_outside_event(
-            event_type,
-            {
-                **{name: close_event.attributes.get(name) for name in carried},
-                "namespace": parent.namespace.name,
-                "workflow_execution": _execution_ref(child_run.workflow_id, str(child_run.run_id)),
-                "workflow_type": {"name": child.workflow_type},
-                "initiated_event_id": child.initiated_event_id,
-                "started_event_id": child.started_event_id,
-            },
-        )
+        mutation.add_outside_event(*child_close_event(child_run, child, parent.namespace.name))
         child.delete()
         mutation.save()
+
+
+def _parent_awaiting(
+    child_run: WorkflowExecution, parent_run_id: uuid.UUID
+) -> tuple[WorkflowExecution, PendingChildExecution | None]:
+    """Lock the parent run that awaits ``child_run``'s chain, following the parent's resets."""
+    for _ in range(MAX_RESET_HOPS):
+        parent = lock_run(parent_run_id)
+        child = (
+            PendingChildExecution.objects.select_for_update()
+            .filter(run=parent, workflow_id=child_run.workflow_id, started_run_id=child_run.first_run_id)
+            .first()
+        )
+        if child is not None or parent.is_running or parent.reset_run_id is None:
+            return parent, child
+        parent_run_id = parent.reset_run_id  # the reset run took the child over
+    return parent, None
+
+
+def child_close_event(
+    child_run: WorkflowExecution, child: PendingChildExecution, namespace: str
+) -> tuple[str, dict[str, Any]]:
+    """The ``ChildWorkflowExecution{Completed|Failed|...}`` event the parent records for the closed child."""
+    close_event = HistoryEvent.objects.get(run=child_run, event_id=child_run.next_event_id - 1)
+    event_type, carried = _CHILD_CLOSE_EVENTS[ExecutionStatus(child_run.status)]
+    return event_type, {
+        **{name: close_event.attributes.get(name) for name in carried},
+        "namespace": namespace,
+        "workflow_execution": _execution_ref(child_run.workflow_id, str(child_run.run_id)),
+        "workflow_type": {"name": child.workflow_type},
+        "initiated_event_id": child.initiated_event_id,
+        "started_event_id": child.started_event_id,
+    }
 
 
 # -- parent close policy ------------------------------------------------------------------
@@ -336,7 +392,9 @@ def _deliver(source: WorkflowExecution, request: PendingExternalRequest) -> str:
     current = target.order_by("-start_time").first()
     if current is None or not current.is_running:
         return NOT_FOUND
-    if request.child_workflow_only and current.parent_run_id != source.run_id:
+    if request.child_workflow_only and current.parent_run_id not in {
+        run_id for run_id, _ in _reset_ancestry(source)
+    }:
         return NOT_FOUND
     external = {
         "external_workflow_execution": _execution_ref(source.workflow_id, str(source.run_id)),
@@ -349,7 +407,7 @@ def _deliver(source: WorkflowExecution, request: PendingExternalRequest) -> str:
                 run_id=str(current.run_id),
                 signal_name=request.signal_name,
                 input=request.input,
-                request_id=f"{source.run_id}:{request.initiated_event_id}",
+                request_id=duty_request_id(source, request.initiated_event_id),
                 identity=f"workflow {source.workflow_id}",
                 external=external,
             )
