@@ -138,6 +138,10 @@ class WorkflowListApi(NamespaceApi):
     )
     def get(self, request: Request, namespace: str) -> Response:
         ns = self.namespace(request, namespace)
+        unknown = sorted(set(request.query_params) - set(self.ListSerializer().fields))
+        if unknown:
+            # A filter the list does not know would otherwise widen the result silently.
+            raise invalid(f"unknown list parameter(s) {', '.join(unknown)}: filter with query=")
         params = self.ListSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         rows, token = selectors.execution_list(ns, **params.validated_data)

@@ -171,3 +171,12 @@ def test_bad_query_params_never_500(api: Api, queue: str) -> None:
 def test_nul_in_path_id_is_not_a_500(api: Api) -> None:
     r = api.http.get(api.base + f"/workflows/{quote('wf-a' + chr(0) + 'b', safe='')}")
     _assert_4xx(r)
+
+
+def test_an_unknown_list_filter_is_refused_rather_than_ignored(api: Api, queue: str) -> None:
+    api.start(f"listed-{uuid.uuid4()}", queue)
+    response = api.get("/workflows", workflow_id="nobody")
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_argument"
+    assert "workflow_id" in response.json()["message"]
+    assert api.get("/workflows", query="WorkflowId = 'nobody'").json()["executions"] == []

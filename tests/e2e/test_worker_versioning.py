@@ -199,7 +199,7 @@ def test_runs_stay_on_the_build_they_started_on_while_new_runs_go_to_the_new_bui
     for workflow_id in on_b:
         assert api.describe(workflow_id)["assigned_build_id"] == "B"
         assert _workflow_task_builds(api, workflow_id) == {"B"}
-    listed = api.get("/workflows", workflow_type="Order").json()["executions"]
+    listed = api.get("/workflows", query="WorkflowType = 'Order'").json()["executions"]
     assert {e["workflow_id"]: e["assigned_build_id"] for e in listed} == {
         **dict.fromkeys(on_a, "A"),
         **dict.fromkeys(on_b, "B"),
