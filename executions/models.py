@@ -90,7 +90,9 @@ class AuditEntry(models.Model):
     (and performs) its action once.
     """
 
-    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE, related_name="audit_entries")
+    namespace = models.ForeignKey(
+        "namespaces.Namespace", on_delete=models.CASCADE, related_name="audit_entries"
+    )
     actor = models.CharField(max_length=150)
     action = models.CharField(max_length=16, choices=AuditAction.choices)
     workflow_id = models.CharField(max_length=1000)

@@ -8,6 +8,7 @@ need any role; actions need ``operator`` or ``admin`` and are recorded in the au
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -50,13 +52,14 @@ class Access:
         return self.role in ACTING_ROLES
 
 
+def _own_memberships(request: HttpRequest) -> QuerySet[Membership]:
+    """The signed-in user's memberships (none for an anonymous visitor)."""
+    return Membership.objects.select_related("namespace").filter(user_id=request.user.pk or 0)
+
+
 def _access(request: HttpRequest, namespace_name: str) -> Access:
     """The user's role in the namespace; 404 when they are not a member (or it does not exist)."""
-    membership = (
-        Membership.objects.select_related("namespace")
-        .filter(user_id=request.user.pk, namespace__name=namespace_name)
-        .first()
-    )
+    membership = _own_memberships(request).filter(namespace__name=namespace_name).first()
     if membership is None:
         raise Http404("namespace not found")
     return Access(membership.namespace, membership.role)
@@ -77,14 +80,11 @@ def _run(access: Access, workflow_id: str, run_id: str) -> WorkflowExecution:
 
 
 def _memberships(request: HttpRequest) -> list[Membership]:
-    return list(
-        Membership.objects.select_related("namespace").filter(user_id=request.user.pk).order_by("namespace__name")
-    )
+    return list(_own_memberships(request).order_by("namespace__name"))
 
 
 def index(request: HttpRequest) -> HttpResponse:
-    memberships = _memberships(request) if request.user.is_authenticated else []
-    return render(request, "index.html", {"memberships": memberships})
+    return render(request, "index.html", {"memberships": _memberships(request)})
 
 
 # ---------------------------------------------------------------- executions list
@@ -148,7 +148,9 @@ def execution_list(request: HttpRequest, namespace: str) -> HttpResponse:
     context["memberships"] = _memberships(request)
     try:
         listing, counted = wanted.queries(access.namespace)
-        rows, token = visibility.page(access.namespace, listing, page_size=LIST_PAGE_SIZE, next_page_token=wanted.token)
+        rows, token = visibility.page(
+            access.namespace, listing, page_size=LIST_PAGE_SIZE, next_page_token=wanted.token
+        )
         context["counts"] = visibility.count_by_status(access.namespace, counted)
     except ChronicleError as error:
         context["error"] = error
@@ -208,7 +210,9 @@ def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run
         "attrs_json": _pretty(ex.search_attributes) if ex.search_attributes else "",
         "events": events,
         "next_after": next_after,
-        "audit": AuditEntry.objects.filter(namespace=access.namespace, run_id=ex.run_id).order_by("-created_at")[:20],
+        "audit": AuditEntry.objects.filter(namespace=access.namespace, run_id=ex.run_id).order_by(
+            "-created_at"
+        )[:20],
         "memberships": _memberships(request),
     }
     return render(request, "ui/execution.html", context)
@@ -227,7 +231,9 @@ def _reset_point(raw: str) -> kernel.ResetPoint:
     try:
         return int(raw)
     except ValueError:
-        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "reset point must be an event id, first or last") from None
+        raise ChronicleError(
+            ErrorCode.INVALID_ARGUMENT, "reset point must be an event id, first or last"
+        ) from None
 
 
 def _signal_input(raw: str) -> list[Any]:
@@ -247,7 +253,9 @@ def _perform(access: Access, ex: WorkflowExecution, action: str, form: dict[str,
         kernel.terminate_workflow_execution(ns, workflow_id=wf, run_id=run, reason=reason, identity=identity)
         return "terminated"
     if action == AuditAction.CANCEL:
-        kernel.request_cancel_workflow_execution(ns, workflow_id=wf, run_id=run, reason=reason, identity=identity)
+        kernel.request_cancel_workflow_execution(
+            ns, workflow_id=wf, run_id=run, reason=reason, identity=identity
+        )
         return "cancel requested"
     if action == AuditAction.SIGNAL:
         kernel.signal_workflow_execution(
@@ -281,12 +289,17 @@ def _action_form(request: HttpRequest) -> dict[str, str]:
 
 
 def _preview(access: Access, ex: WorkflowExecution, point: str) -> dict[str, Any]:
-    return kernel.preview_reset(access.namespace, workflow_id=ex.workflow_id, run_id=str(ex.run_id), point=_reset_point(point))
+    return kernel.preview_reset(
+        access.namespace, workflow_id=ex.workflow_id, run_id=str(ex.run_id), point=_reset_point(point)
+    )
 
 
-def _record(access: Access, ex: WorkflowExecution, action: str, form: dict[str, str], actor: str, result: str) -> None:
+def _record(
+    access: Access, ex: WorkflowExecution, action: str, form: dict[str, str], actor: str, result: str
+) -> None:
     details = {key: form[key] for key in ("signal_name", "signal_input", "point") if form[key]}
-    try:
+    # The same form submitted twice at once: the first submission is the one on record.
+    with contextlib.suppress(IntegrityError), transaction.atomic():
         AuditEntry.objects.create(
             namespace=access.namespace,
             actor=actor,
@@ -298,8 +311,6 @@ def _record(access: Access, ex: WorkflowExecution, action: str, form: dict[str, 
             request_id=form["request_id"],
             result=result,
         )
-    except IntegrityError:
-        pass  # the same form, submitted twice at once: the first submission is on record
 
 
 def _validate(action: str, form: dict[str, str]) -> None:
