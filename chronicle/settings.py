@@ -94,6 +94,19 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # Closed runs' histories, written before retention deletes them (namespaces opt in).
+    "chronicle_archive": {
+        "BACKEND": env.str(
+            "CHRONICLE_ARCHIVE_BACKEND", default="django.core.files.storage.FileSystemStorage"
+        ),
+        "OPTIONS": {
+            "location": env.str("CHRONICLE_ARCHIVE_DIR", default=str(BASE_DIR / ".chronicle" / "archive"))
+        },
+    },
+}
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".chronicle" / "static"
 LOGIN_URL = "/login/"

@@ -508,3 +508,18 @@ class ResetPreviewApi(NamespaceApi):
             reapply_signals=params.validated_data["reapply_signals"],
         )
         return Response(preview)
+
+
+class PayloadApi(NamespaceApi):
+    """Stored payloads, for workers replaying a history and clients reading one."""
+
+    @endpoint(
+        summary="Fetch a payload an event refers to by its SHA-256 digest",
+        tag="client",
+        response=schemas.StoredPayloadSerializer,
+    )
+    def get(self, request: Request, namespace: str, digest: str) -> Response:
+        roles = getattr(request.auth, "roles", None) or []
+        self.role = "client" if "client" in roles or "worker" not in roles else "worker"
+        ns = self.namespace(request, namespace)
+        return Response(selectors.payload_get(ns, digest))

@@ -128,6 +128,12 @@ class HistoryPageSerializer(serializers.Serializer[Any]):
     new_run_id = serializers.UUIDField(allow_null=True)
 
 
+class StoredPayloadSerializer(serializers.Serializer[Any]):
+    sha256 = serializers.CharField(help_text="the digest an event's payload_ref names")
+    size_bytes = serializers.IntegerField()
+    payload = serializers.JSONField(help_text='the full payload: {"metadata", "data"}')
+
+
 class QueryAnswerSerializer(serializers.Serializer[Any]):
     answer = serializers.JSONField(allow_null=True)
 

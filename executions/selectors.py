@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from chronicle.errors import ChronicleError, ErrorCode, invalid
+from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
 from executions import visibility
 from history.kernel.responses import serialize_event
 from history.kernel.schedules import upcoming_action_times
@@ -13,6 +13,7 @@ from history.kernel.versioning import wire_build_id
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
+    Payload,
     PendingActivity,
     PendingChildExecution,
     Schedule,
@@ -21,6 +22,7 @@ from history.models import (
 from namespaces.models import Namespace
 
 HISTORY_MAX_PAGE = 256
+DIGEST_CHARS = frozenset("0123456789abcdef")
 
 
 def execution_get(namespace: Namespace, workflow_id: str, run_id: str | None) -> WorkflowExecution:
@@ -195,3 +197,13 @@ def schedule_list(
     more = len(rows) > page_size
     rows = rows[:page_size]
     return [schedule_describe(s) for s in rows], rows[-1].schedule_id if more else None
+
+
+def payload_get(namespace: Namespace, digest: str) -> dict[str, Any]:
+    """A stored payload's full value, looked up by the digest an event's reference names."""
+    if len(digest) != 64 or not set(digest) <= DIGEST_CHARS:
+        raise invalid("digest must be a lowercase hex SHA-256 (64 characters)", field="digest")
+    payload = Payload.objects.filter(namespace=namespace, digest=digest).first()
+    if payload is None:
+        raise not_found(f"payload {digest} not found")
+    return {"sha256": payload.digest, "size_bytes": payload.size, "payload": payload.data}

@@ -10,6 +10,7 @@ urlpatterns = [
     path("workflows", api.WorkflowListApi.as_view(), name="workflows"),
     path("workflow-count", api.WorkflowCountApi.as_view()),
     path("signal-with-start", api.SignalWithStartApi.as_view()),
+    path("payloads/<str:digest>", api.PayloadApi.as_view()),
     path("schedules", schedule_api.ScheduleListApi.as_view()),
     path("schedules/<str:schedule_id>", schedule_api.ScheduleDetailApi.as_view()),
     path("schedules/<str:schedule_id>/update", schedule_api.ScheduleUpdateApi.as_view()),

@@ -28,11 +28,15 @@ from django.utils import timezone
 from chronicle.conf import engine_settings
 from history.kernel import ShardFence, ShardFenceLost, fire_timers
 from history.kernel._mutation import TIMERS_CHANNEL
+from history.kernel.payloads import collect_unreferenced
 from history.kernel.transfers import TRANSFER_KINDS, process_transfer
 from history.models import Shard, ShardOwnerProcess, TimerTask
 
 log = logging.getLogger("chronicle.shard_owner")
 FIRE_BATCH = 200
+PAYLOAD_COLLECT_EVERY = 60.0  # seconds
+PAYLOAD_COLLECT_BATCH = 500
+PAYLOAD_COLLECT_BATCHES = 10
 
 
 class ShardOwner:
@@ -44,6 +48,7 @@ class ShardOwner:
         self.next_fire: dict[int, datetime | None] = {}
         self.stopping = False
         self._last_housekeeping = 0.0
+        self._last_payload_collection = 0.0
         self.fired_total = 0
 
     # -- registration and leases --------------------------------------------------
@@ -203,7 +208,21 @@ class ShardOwner:
         self.heartbeat()
         self.renew_leases()
         self.rebalance()
+        self.collect_payloads()
         self.refresh_next_fire()
+
+    def collect_payloads(self) -> None:
+        """Delete stored payloads no run refers to any more, a few batches a minute.
+
+        The store is shared by every shard, so only the owner of shard 0 collects.
+        """
+        if 0 not in self.owned or time.monotonic() - self._last_payload_collection < PAYLOAD_COLLECT_EVERY:
+            return
+        self._last_payload_collection = time.monotonic()
+        for _ in range(PAYLOAD_COLLECT_BATCHES):
+            with transaction.atomic():
+                if collect_unreferenced(batch_size=PAYLOAD_COLLECT_BATCH) < PAYLOAD_COLLECT_BATCH:
+                    return
 
     def sleep_seconds(self) -> float:
         now = timezone.now()

@@ -31,6 +31,11 @@ class Namespace(models.Model):
     workflow_id_reuse_minimal_interval = models.FloatField(default=1.0)
     payload_warn_bytes = models.PositiveIntegerField(default=512 * 1024)
     payload_limit_bytes = models.PositiveIntegerField(default=2 * 1024 * 1024)
+    # Payloads larger than this move out of events into the payload store (0 = keep all inline).
+    payload_inline_limit_bytes = models.PositiveIntegerField(default=2 * 1024)
+    # Closed runs are archived (history as gzipped JSON lines) before retention deletes them.
+    archival_enabled = models.BooleanField(default=False)
+    archival_prefix = models.CharField(max_length=500, blank=True, default="")
     max_pending_activities = models.PositiveIntegerField(default=2_000)
     max_pending_children = models.PositiveIntegerField(default=2_000)
     max_signals_per_execution = models.PositiveIntegerField(default=10_000)

@@ -17,6 +17,7 @@ from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
 from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.definition import workflow_name
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -136,6 +137,8 @@ class Client:
         self.data_converter = data_converter
         self.identity = identity
         self.namespace = transport.namespace
+        # Events name payloads past the server's inline limit by digest; this fetches them.
+        self.payload_refs = PayloadRefResolver(transport)
         self._eager_runners: dict[str, list[EagerWorkflowRunner]] = {}
 
     def register_eager_runner(self, task_queue: str, runner: EagerWorkflowRunner) -> None:
@@ -469,7 +472,7 @@ class WorkflowHandle:
                 or {}
             )
             run_id = run_id or page.get("run_id")
-            events = page.get("events") or []
+            events = await self.client.payload_refs.resolve(page.get("events") or [])
             for event in events:
                 after = max(after, int(event["event_id"]))
                 if event["event_type"] not in CLOSE_EVENTS:
@@ -605,7 +608,7 @@ class WorkflowHandle:
                 )
                 or {}
             )
-            for event in page.get("events") or []:
+            for event in await self.client.payload_refs.resolve(page.get("events") or []):
                 yield event
             cursor = page.get("next_after_event_id")
             if not cursor:

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode
+from history.kernel import payloads
 from history.kernel.retry import workflow_task_retry_delay
 from history.kernel.versioning import WorkerVersionStamp, current_build_id
 from history.models import (
@@ -122,6 +123,7 @@ class ExecutionMutation:
         self._tasks: list[Task] = []
         self._timers: list[TimerTask] = []
         self._notifications: set[tuple[str, str]] = set()
+        self._offloaded = payloads.Offloaded()
         self.closed_now = False
         # Set when retention deleted the run: there is nothing left to save.
         self.deleted = False
@@ -132,10 +134,15 @@ class ExecutionMutation:
 
     # -- events -------------------------------------------------------------------
     def append(self, event_type: str, attributes: dict[str, Any]) -> int:
-        """Append an event with the next id; return the id."""
+        """Append an event with the next id; return the id.
+
+        Payloads past the namespace's inline limit move to the payload store here, the
+        one place every event passes, and the history's size counts what stays inline.
+        """
         ex = self.execution
         event_id = ex.next_event_id
         ex.next_event_id += 1
+        attributes = payloads.offload(attributes, self.namespace.payload_inline_limit_bytes, self._offloaded)
         ex.history_size_bytes += payload_size(attributes) + len(event_type)
         self._events.append(
             HistoryEvent(
@@ -496,6 +503,9 @@ def _write_pending_rows(mutations: list[ExecutionMutation]) -> None:
     events = [e for m in mutations for e in m._events]
     tasks = [t for m in mutations for t in m._tasks]
     timers = [t for m in mutations for t in m._timers]
+    offloaded = [(m.namespace, m.execution, m._offloaded) for m in mutations if m._offloaded.digests]
+    if offloaded:
+        payloads.store(offloaded, timezone.now())
     if events:
         HistoryEvent.objects.bulk_create(events)
     if tasks:
@@ -506,6 +516,7 @@ def _write_pending_rows(mutations: list[ExecutionMutation]) -> None:
     followers = [f for m in mutations for f in m.followers]
     for m in mutations:
         m._events, m._tasks, m._timers, m.followers = [], [], [], []
+        m._offloaded = payloads.Offloaded()
         m._notifications.clear()
     for follower in followers:
         follower.save()

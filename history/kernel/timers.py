@@ -18,6 +18,7 @@ from chronicle.errors import ChronicleError, ErrorCode
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
+from history.kernel.archival import archive_run
 from history.kernel.executions import time_out_workflow_txn
 from history.kernel.schedules import fire_schedule_timers_txn
 from history.kernel.workflow_tasks import time_out_workflow_task_txn
@@ -32,6 +33,7 @@ from history.models import (
 
 log = logging.getLogger("chronicle.timers")
 _NO_RUN = ("", "None")
+ARCHIVAL_RETRY = timedelta(seconds=10)
 
 
 @dataclass(frozen=True)
@@ -131,9 +133,7 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask, done: list[int]) -> bool:
         return False  # a transfer duty: the shard owner carries those apart (``transfers``)
     if kind == TimerKind.RETENTION:
         if ex.status != ExecutionStatus.RUNNING:
-            ex.delete()
-            m.deleted = True
-            return True
+            return _expire(m, timer)
         done.append(timer.id)
         return False
     if not ex.is_running:
@@ -149,6 +149,25 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask, done: list[int]) -> bool:
                 return False
     done.append(timer.id)
     return _HANDLERS[TimerKind(kind)](m, timer)
+
+
+def _expire(m: ExecutionMutation, timer: TimerTask) -> bool:
+    """Delete a run past retention, archiving it first where its namespace asks.
+
+    A failed archival keeps the run and tries again later: nothing is lost.
+    """
+    ex = m.execution
+    if m.namespace.archival_enabled:
+        try:
+            archive_run(ex)
+        except Exception:
+            log.exception("archiving run %s failed; retention retries it", ex.run_id)
+            timer.fire_at = m.now + ARCHIVAL_RETRY
+            timer.save(update_fields=["fire_at"])
+            return False
+    ex.delete()
+    m.deleted = True
+    return True
 
 
 def _activity(ex: WorkflowExecution, timer: TimerTask) -> PendingActivity | None:

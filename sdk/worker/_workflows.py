@@ -14,6 +14,7 @@ import httpx
 
 from sdk import activity
 from sdk._failure import exception_to_failure
+from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.definition import WorkflowDefinition
 from sdk._runtime.instance import (
     Activation,
@@ -129,14 +130,14 @@ class WorkflowRunner:
     async def _instance_for(self, task: dict[str, Any]) -> tuple[WorkflowInstance, list[dict[str, Any]]]:
         """The cached instance and the new events, or a fresh instance and the full history."""
         run_id = task["workflow_execution"]["run_id"]
-        events = list((task.get("history") or {}).get("events") or [])
+        events = await self._resolved((task.get("history") or {}).get("events") or [])
         cached = self.cache.get(run_id)
         if cached is not None and events and int(events[0]["event_id"]) == cached.last_event_id + 1:
             self.cache.move_to_end(run_id)
             return cached, events
         self.cache.pop(run_id, None)
         if not events or int(events[0]["event_id"]) != 1:
-            events = await self._full_history(task, events)
+            events = await self._resolved(await self._full_history(task, events))
         definition = self.definitions.get(task["workflow_type"]["name"])
         if definition is None:
             known = ", ".join(sorted(self.definitions)) or "none"
@@ -149,6 +150,11 @@ class WorkflowRunner:
             namespace=self.worker.client.namespace,
         )
         return WorkflowInstance(definition, info, self.worker.client.data_converter), events
+
+    async def _resolved(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The events with payload references swapped for the stored payloads."""
+        resolver: PayloadRefResolver = self.worker.client.payload_refs
+        return await resolver.resolve(list(events))
 
     async def _full_history(self, task: dict[str, Any], tail: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Page the stored history, then append the poll's (possibly transient) newer events."""
