@@ -15,7 +15,6 @@ import argparse
 import os
 import re
 import secrets
-import sys
 import time
 from collections.abc import Callable
 
@@ -54,17 +53,18 @@ def run(runs: int, repeat: int) -> None:
     from visibility_data import bulk_insert_runs
 
     from executions import visibility
+    from history import kernel
     from history.models import WorkflowExecution
     from namespaces.models import MemberRole, Membership
     from namespaces.services import namespace_create
-    from tests.factories import ExecutionFactory
 
     call_command("migrate", verbosity=0)
     namespace = namespace_create(name="uibench")
     bulk_insert_runs(namespace, runs)
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM ANALYZE {WorkflowExecution._meta.db_table}")
-    real = ExecutionFactory(namespace=namespace, workflow_id="ui-bench-run")
+    start = kernel.StartRequest(workflow_id="ui-bench-run", workflow_type="Bench", task_queue="bench")
+    real = WorkflowExecution.objects.get(run_id=kernel.start_workflow_execution(namespace, start).run_id)
     user = get_user_model().objects.create_user("ui-bench")
     Membership.objects.create(user=user, namespace=namespace, role=MemberRole.VIEWER)
     client = Client()
@@ -100,4 +100,4 @@ def run(runs: int, repeat: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
