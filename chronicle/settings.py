@@ -110,6 +110,7 @@ STORAGES = {
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".chronicle" / "static"
 LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
 
 # Request bodies: payloads are refused past 2 MiB each; a whole request may carry a few.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("CHRONICLE_MAX_REQUEST_BYTES", default=8 * 1024 * 1024)

@@ -74,3 +74,37 @@ class BatchJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation} {self.job_id}"
+
+
+class AuditAction(models.TextChoices):
+    TERMINATE = "terminate"
+    CANCEL = "cancel"
+    SIGNAL = "signal"
+    RESET = "reset"
+
+
+class AuditEntry(models.Model):
+    """One operator action taken from the UI: who did what to which run, when and why.
+
+    ``request_id`` comes from the confirmation form, so a form submitted twice records
+    (and performs) its action once.
+    """
+
+    namespace = models.ForeignKey(
+        "namespaces.Namespace", on_delete=models.CASCADE, related_name="audit_entries"
+    )
+    actor = models.CharField(max_length=150)
+    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    workflow_id = models.CharField(max_length=1000)
+    run_id = models.UUIDField()
+    reason = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+    request_id = models.CharField(max_length=64)
+    result = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "request_id"], name="uniq_audit_request"),
+        ]
+        indexes = [models.Index(fields=["namespace", "workflow_id", "-created_at"], name="audit_by_workflow")]

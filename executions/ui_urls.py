@@ -1,7 +1,22 @@
+"""Routes of the operator UI (see ``executions.ui``)."""
+
 from __future__ import annotations
 
-from django.urls import path
+from django.contrib.auth import views as auth_views
+from django.contrib.staticfiles.views import serve
+from django.urls import path, re_path
 
-from executions import views
+from executions import ui
 
-urlpatterns = [path("", views.index, name="index")]
+WORKFLOW = "ns/<str:namespace>/workflows/<path:workflow_id>/runs/<str:run_id>/"
+
+urlpatterns = [
+    path("", ui.index, name="index"),
+    path("login/", auth_views.LoginView.as_view(template_name="ui/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="/"), name="logout"),
+    path("ns/<str:namespace>/", ui.execution_list, name="ui-executions"),
+    path(WORKFLOW, ui.execution_detail, name="ui-execution"),
+    path(WORKFLOW + "<str:action>/", ui.execution_action, name="ui-action"),
+    # The UI's stylesheet is served by the app itself, so a deployment needs no web server for it.
+    re_path(r"^static/(?P<path>chronicle/.+)$", serve, {"insecure": True}),
+]

@@ -1,0 +1,353 @@
+"""The operator UI: server-rendered pages over the visibility queries, the selectors and
+the kernel.
+
+Every page is scoped to one namespace the signed-in user is a member of; anything else
+is a 404, so the UI never reveals which namespaces or workflows exist elsewhere. Reads
+need any role; actions need ``operator`` or ``admin`` and are recorded in the audit log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from chronicle.errors import ChronicleError, ErrorCode
+from executions import selectors, visibility
+from executions.models import AuditAction, AuditEntry
+from history import kernel
+from history.models import ExecutionStatus, HistoryEvent, WorkflowExecution
+from namespaces.models import MemberRole, Membership, Namespace
+
+ACTING_ROLES = frozenset({MemberRole.OPERATOR, MemberRole.ADMIN})
+SORTABLE = ("StartTime", "CloseTime")
+LIST_PAGE_SIZE = 50
+EVENTS_PAGE_SIZE = 50
+LARGE_PAYLOAD_CHARS = 1500
+QUERY_EXAMPLES = (
+    'ExecutionStatus = "Running"',
+    'WorkflowType = "Order" AND StartTime > "2026-01-01T00:00:00Z"',
+    'WorkflowId STARTS_WITH "order-" ORDER BY CloseTime DESC',
+)
+
+
+@dataclass(frozen=True)
+class Access:
+    namespace: Namespace
+    role: str
+
+    @property
+    def can_act(self) -> bool:
+        return self.role in ACTING_ROLES
+
+
+def _own_memberships(request: HttpRequest) -> QuerySet[Membership]:
+    """The signed-in user's memberships (none for an anonymous visitor)."""
+    return Membership.objects.select_related("namespace").filter(user_id=request.user.pk or 0)
+
+
+def _access(request: HttpRequest, namespace_name: str) -> Access:
+    """The user's role in the namespace; 404 when they are not a member (or it does not exist)."""
+    membership = _own_memberships(request).filter(namespace__name=namespace_name).first()
+    if membership is None:
+        raise Http404("namespace not found")
+    return Access(membership.namespace, membership.role)
+
+
+def _acting(request: HttpRequest, namespace_name: str) -> Access:
+    access = _access(request, namespace_name)
+    if not access.can_act:
+        raise PermissionDenied("this action needs the operator or admin role")
+    return access
+
+
+def _run(access: Access, workflow_id: str, run_id: str) -> WorkflowExecution:
+    try:
+        return selectors.execution_get(access.namespace, workflow_id, run_id)
+    except ChronicleError:
+        raise Http404("workflow execution not found") from None
+
+
+def _memberships(request: HttpRequest) -> list[Membership]:
+    return list(_own_memberships(request).order_by("namespace__name"))
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    return render(request, "index.html", {"memberships": _memberships(request)})
+
+
+# ---------------------------------------------------------------- executions list
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _split_order(namespace: Namespace, query: str) -> tuple[str, str]:
+    """The query's filter and its ORDER BY clause, after checking the whole query is valid."""
+    visibility.search(namespace, query)  # raises VisibilityQueryError with the caret position
+    order = next((t for t in visibility.tokenize(query) if t.kind == "keyword" and t.text == "ORDER"), None)
+    if order is None:
+        return query, ""
+    return query[: order.position].strip(), query[order.position :].strip()
+
+
+def _compose(*filters: str) -> str:
+    return " AND ".join(f"({f})" for f in filters if f)
+
+
+@dataclass
+class ListRequest:
+    query: str
+    status: str
+    workflow_type: str
+    sort: str
+    descending: bool
+    token: str
+
+    @classmethod
+    def of(cls, request: HttpRequest) -> ListRequest:
+        get = request.GET
+        status = get.get("status", "")
+        sort = get.get("sort", "StartTime")
+        return cls(
+            query=get.get("q", "").strip(),
+            status=status if status in ExecutionStatus.values else "",
+            workflow_type=get.get("type", "").strip(),
+            sort=sort if sort in SORTABLE else "StartTime",
+            descending=get.get("dir", "desc") != "asc",
+            token=get.get("token", ""),
+        )
+
+    def queries(self, namespace: Namespace) -> tuple[str, str]:
+        """(the listing query with filters and order, the query the status counts use)."""
+        where, order = _split_order(namespace, self.query)
+        type_filter = f"WorkflowType = {_quoted(self.workflow_type)}" if self.workflow_type else ""
+        status_filter = f"ExecutionStatus = {_quoted(self.status)}" if self.status else ""
+        order = order or f"ORDER BY {self.sort} {'DESC' if self.descending else 'ASC'}"
+        return f"{_compose(where, type_filter, status_filter)} {order}".strip(), _compose(where, type_filter)
+
+
+@login_required
+def execution_list(request: HttpRequest, namespace: str) -> HttpResponse:
+    access = _access(request, namespace)
+    wanted = ListRequest.of(request)
+    context: dict[str, Any] = {"access": access, "wanted": wanted, "examples": QUERY_EXAMPLES}
+    context["statuses"] = ExecutionStatus.values
+    context["memberships"] = _memberships(request)
+    try:
+        listing, counted = wanted.queries(access.namespace)
+        rows, token = visibility.page(
+            access.namespace, listing, page_size=LIST_PAGE_SIZE, next_page_token=wanted.token
+        )
+        context["counts"] = visibility.count_by_status(access.namespace, counted)
+    except ChronicleError as error:
+        context["error"] = error
+        context["snippet"] = error.details.get("snippet", "")
+        return render(request, "ui/executions.html", context, status=error.status)
+    next_params = request.GET.copy()
+    next_params["token"] = token or ""
+    context.update(rows=rows, next_query=next_params.urlencode() if token else "")
+    return render(request, "ui/executions.html", context)
+
+
+# ---------------------------------------------------------------- execution page
+
+
+def _event_rows(ex: WorkflowExecution, after: int) -> tuple[list[dict[str, Any]], int | None]:
+    events, next_after = selectors.history_page(ex, after_event_id=after, page_size=EVENTS_PAGE_SIZE)
+    for event in events:
+        event["pretty"] = json.dumps(event["attributes"], indent=2, sort_keys=True, default=str)
+        event["large"] = len(event["pretty"]) > LARGE_PAYLOAD_CHARS
+    return events, next_after
+
+
+def _current_task_failure(ex: WorkflowExecution) -> dict[str, Any] | None:
+    """The failure of the workflow task now being retried, if the last one failed."""
+    if not ex.is_running or ex.wft_attempt <= 1:
+        return None
+    event = HistoryEvent.objects.filter(run=ex, event_type="WorkflowTaskFailed").order_by("-event_id").first()
+    if event is None:
+        return None
+    failure = event.attributes.get("failure") or {}
+    return {"attempt": ex.wft_attempt, "cause": event.attributes.get("cause", ""), "failure": failure}
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@login_required
+def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run_id: str) -> HttpResponse:
+    access = _access(request, namespace)
+    ex = _run(access, workflow_id, run_id)
+    try:
+        after = max(0, int(request.GET.get("after", "0")))
+    except ValueError:
+        after = 0
+    events, next_after = _event_rows(ex, after)
+    described = selectors.execution_describe(ex)
+    context = {
+        "access": access,
+        "ex": ex,
+        "d": described,
+        "duration": (ex.close_time - ex.start_time) if ex.close_time else None,
+        "task_failure": _current_task_failure(ex),
+        "result_json": _pretty(described["result"]) if described["result"] is not None else "",
+        "failure_json": _pretty(described["failure"]) if described["failure"] else "",
+        "memo_json": _pretty(ex.memo) if ex.memo else "",
+        "attrs_json": _pretty(ex.search_attributes) if ex.search_attributes else "",
+        "events": events,
+        "next_after": next_after,
+        "audit": AuditEntry.objects.filter(namespace=access.namespace, run_id=ex.run_id).order_by(
+            "-created_at"
+        )[:20],
+        "memberships": _memberships(request),
+    }
+    return render(request, "ui/execution.html", context)
+
+
+# ---------------------------------------------------------------- operator actions
+
+
+def _detail_url(access: Access, ex: WorkflowExecution, run_id: str | None = None) -> str:
+    return reverse("ui-execution", args=[access.namespace.name, ex.workflow_id, run_id or str(ex.run_id)])
+
+
+def _reset_point(raw: str) -> kernel.ResetPoint:
+    if raw in ("first", "last"):
+        return raw  # type: ignore[return-value]
+    try:
+        return int(raw)
+    except ValueError:
+        raise ChronicleError(
+            ErrorCode.INVALID_ARGUMENT, "reset point must be an event id, first or last"
+        ) from None
+
+
+def _signal_input(raw: str) -> list[Any]:
+    if not raw.strip():
+        return []
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"signal input is not JSON: {error}") from None
+    return value if isinstance(value, list) else [value]
+
+
+def _perform(access: Access, ex: WorkflowExecution, action: str, form: dict[str, str], identity: str) -> str:
+    """Run the action through the kernel; the text the audit log keeps as its result."""
+    ns, wf, run, reason = access.namespace, ex.workflow_id, str(ex.run_id), form["reason"]
+    if action == AuditAction.TERMINATE:
+        kernel.terminate_workflow_execution(ns, workflow_id=wf, run_id=run, reason=reason, identity=identity)
+        return "terminated"
+    if action == AuditAction.CANCEL:
+        kernel.request_cancel_workflow_execution(
+            ns, workflow_id=wf, run_id=run, reason=reason, identity=identity
+        )
+        return "cancel requested"
+    if action == AuditAction.SIGNAL:
+        kernel.signal_workflow_execution(
+            ns,
+            workflow_id=wf,
+            run_id=run,
+            signal_name=form["signal_name"],
+            input=_signal_input(form["signal_input"]),
+            request_id=form["request_id"],
+            identity=identity,
+        )
+        return f"signal {form['signal_name']!r} sent"
+    new_run_id = kernel.reset_workflow_execution(
+        ns,
+        workflow_id=wf,
+        run_id=run,
+        point=_reset_point(form["point"]),
+        reason=reason,
+        request_id=form["request_id"],
+        identity=identity,
+    )
+    return new_run_id
+
+
+def _action_form(request: HttpRequest) -> dict[str, str]:
+    source = request.POST if request.method == "POST" else request.GET
+    keys = ("reason", "request_id", "signal_name", "signal_input", "point")
+    form = {key: source.get(key, "").strip() for key in keys}
+    form["request_id"] = form["request_id"][:64] or str(uuid.uuid4())
+    return form
+
+
+def _preview(access: Access, ex: WorkflowExecution, point: str) -> dict[str, Any]:
+    return kernel.preview_reset(
+        access.namespace, workflow_id=ex.workflow_id, run_id=str(ex.run_id), point=_reset_point(point)
+    )
+
+
+def _record(
+    access: Access, ex: WorkflowExecution, action: str, form: dict[str, str], actor: str, result: str
+) -> None:
+    details = {key: form[key] for key in ("signal_name", "signal_input", "point") if form[key]}
+    # The same form submitted twice at once: the first submission is the one on record.
+    with contextlib.suppress(IntegrityError), transaction.atomic():
+        AuditEntry.objects.create(
+            namespace=access.namespace,
+            actor=actor,
+            action=action,
+            workflow_id=ex.workflow_id,
+            run_id=ex.run_id,
+            reason=form["reason"],
+            details=details,
+            request_id=form["request_id"],
+            result=result,
+        )
+
+
+def _validate(action: str, form: dict[str, str]) -> None:
+    if not form["reason"]:
+        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "a reason is required")
+    if action == AuditAction.SIGNAL and not form["signal_name"]:
+        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "a signal name is required")
+    if action == AuditAction.RESET and not form["point"]:
+        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "a reset point is required")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def execution_action(
+    request: HttpRequest, namespace: str, workflow_id: str, run_id: str, action: str
+) -> HttpResponse:
+    if action not in AuditAction.values:
+        raise Http404("unknown action")
+    access = _acting(request, namespace)
+    ex = _run(access, workflow_id, run_id)
+    form = _action_form(request)
+    context: dict[str, Any] = {"access": access, "ex": ex, "action": action, "form": form}
+    try:
+        if action == AuditAction.RESET and form["point"]:
+            context["preview"] = preview = _preview(access, ex, form["point"])
+            context["preview_json"] = _pretty(preview)
+        if request.method == "GET":
+            return render(request, "ui/action.html", context)
+        done = AuditEntry.objects.filter(namespace=access.namespace, request_id=form["request_id"]).first()
+        if done is None:
+            _validate(action, form)
+            identity = f"ui:{request.user.get_username()}"
+            result = _perform(access, ex, action, form, identity)
+            _record(access, ex, action, form, request.user.get_username(), result)
+            done = AuditEntry.objects.get(namespace=access.namespace, request_id=form["request_id"])
+    except ChronicleError as error:
+        context["error"] = error
+        return render(request, "ui/action.html", context, status=error.status)
+    new_run = done.result if done.action == AuditAction.RESET else None
+    return redirect(_detail_url(access, ex, new_run))
