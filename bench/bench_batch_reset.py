@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +23,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_bench import LOG_DIR, ROOT, Api, free_port, log, python_exe, with_db
+from run_bench import LOG_DIR, Api, free_port, log, prepare_database, python_exe, with_db
 
 from chronicle.launcher import ProcessGroup, ProcessSpec, frontend_process, shard_owner_process
 
@@ -33,21 +32,7 @@ MAX_RPS = 1000
 
 
 def _boot(env: dict[str, str], py: str) -> tuple[str, str, ProcessGroup]:
-    subprocess.run([py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    snippet = (
-        "from namespaces.services import namespace_create, api_key_issue; "
-        'ns=namespace_create(name="bench", request_rps=0); '
-        'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
-    )
-    out = subprocess.run(
-        [py, "manage.py", "shell", "-c", snippet],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    key = out.stdout.strip().splitlines()[-1].strip()
+    key = prepare_database(env)
     port = free_port()
     batch_runner = ProcessSpec("batch_runner", [py, "manage.py", "run_batch_jobs", "--poll-interval", "0.2"])
     specs = [frontend_process(port, python=py, workers=2), shard_owner_process(python=py), batch_runner]

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import secrets
-import subprocess
 import sys
 import threading
 import time
@@ -36,13 +35,12 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run_bench import (
-    NS,
-    ROOT,
     THREADS,
     Api,
     Json,
     free_port,
     log,
+    prepare_database,
     python_exe,
     summary_ms,
     with_db,
@@ -160,21 +158,7 @@ def main() -> int:
     # One measuring connection, opened before the stack takes its share of a busy server's slots.
     db = psycopg.connect(dburl, autocommit=True)
     try:
-        subprocess.run([py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-        snippet = (
-            "from namespaces.services import namespace_create, api_key_issue; "
-            f'ns=namespace_create(name="{NS}", request_rps=0); '
-            'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
-        )
-        out = subprocess.run(
-            [py, "manage.py", "shell", "-c", snippet],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        key = out.stdout.strip().splitlines()[-1].strip()
+        key = prepare_database(env)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         stack = ProcessGroup([frontend_process(port, python=py), shard_owner_process(python=py)], env=env)

@@ -19,22 +19,21 @@ import argparse
 import asyncio
 import os
 import secrets
-import subprocess
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 sys.path[:0] = [str(ROOT), str(BENCH_DIR)]
 
-from run_bench import free_port, log, pct, python_exe, with_db  # noqa: E402
+from run_bench import free_port, log, pct, prepare_database, python_exe, with_db  # noqa: E402
 
+from chronicle.launcher import ProcessGroup, frontend_process, shard_owner_process  # noqa: E402
 from sdk import workflow  # noqa: E402
 from sdk.client import Client, WorkflowHandle  # noqa: E402
 from sdk.worker import Worker  # noqa: E402
@@ -125,42 +124,19 @@ async def _measure(base: str, key: str, runs: int, fan_out: int) -> dict[str, di
         await client.close()
 
 
-def _boot(dburl: str) -> tuple[str, str, list[subprocess.Popen[bytes]]]:
+def _boot(dburl: str) -> tuple[str, str, ProcessGroup]:
+    """Migrate, make the bench namespace and start the stack (frontend and shard owner)."""
     env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
     py = python_exe()
-    subprocess.run([py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    snippet = (
-        "from namespaces.services import namespace_create, api_key_issue; "
-        'ns=namespace_create(name="bench", request_rps=0); '
-        'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
-    )
-    out = subprocess.run(
-        [py, "manage.py", "shell", "-c", snippet],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    key = out.stdout.strip().splitlines()[-1].strip()
+    key = prepare_database(env)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    gunicorn = [py, "-m", "gunicorn", "chronicle.asgi:application", "-k", "uvicorn_worker.UvicornWorker"]
-    procs = [
-        subprocess.Popen(
-            [*gunicorn, "-w", "2", "-b", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT, env=env
-        ),
-        subprocess.Popen([py, "manage.py", "run_shard_owner"], cwd=ROOT, env=env),
-    ]
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if httpx.get(base + "/api/schema/", timeout=5).status_code == 200:
-                return base, key, procs
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("server did not come up")
+    stack = ProcessGroup(
+        [frontend_process(port, python=py, workers=2), shard_owner_process(python=py)], env=env
+    )
+    stack.start()
+    stack.wait_http(base, timeout=60)
+    return base, key, stack
 
 
 def _ms(values: list[float], p: float) -> str:
@@ -180,17 +156,15 @@ def main() -> int:
     admin_url = with_db(args.database_url, "postgres")
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
-    procs: list[subprocess.Popen[bytes]] = []
+    stack: ProcessGroup | None = None
     try:
         log(f"booting on {dbname}")
-        base, key, procs = _boot(with_db(args.database_url, dbname))
+        base, key, stack = _boot(with_db(args.database_url, dbname))
         log(f"{args.runs} single-child parents, then a fan-out of {args.fan_out}")
         phases = asyncio.run(_measure(base, key, args.runs, args.fan_out))
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=30)
+        if stack is not None:
+            stack.stop()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     for name, phase in phases.items():

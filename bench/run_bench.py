@@ -83,6 +83,32 @@ def python_exe() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
+def prepare_database(env: dict[str, str], namespace: str = NS, timeout: float = 300) -> str:
+    """Migrate the scratch database in ``env`` and return an API key of ``namespace`` (every role).
+
+    The namespace has no request rate limit, so the benches measure the engine, not the limiter.
+    """
+    py = python_exe()
+    subprocess.run(
+        [py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=timeout
+    )
+    snippet = (
+        "from namespaces.services import namespace_create, api_key_issue; "
+        f'ns=namespace_create(name="{namespace}", request_rps=0); '
+        'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
+    )
+    out = subprocess.run(
+        [py, "manage.py", "shell", "-c", snippet],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return out.stdout.strip().splitlines()[-1].strip()
+
+
 class Api:
     def __init__(self, base: str, key: str):
         self.base = base.rstrip("/") + f"/api/v1/namespaces/{NS}"
@@ -600,25 +626,7 @@ def main() -> int:
     results["pg_free_connection_slots"] = free_slots
     try:
         log("migrating")
-        subprocess.run(
-            [py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300
-        )
-        snippet = (
-            "from namespaces.services import namespace_create, api_key_issue; "
-            'ns=namespace_create(name="bench", request_rps=0); '
-            'print(api_key_issue(namespace=ns, name="b", '
-            'roles=["client","worker","admin"])[1])'
-        )
-        out = subprocess.run(
-            [py, "manage.py", "shell", "-c", snippet],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        key = out.stdout.strip().splitlines()[-1].strip()
+        key = prepare_database(env)
 
         port = free_port()
         base = f"http://127.0.0.1:{port}"

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from run_bench import free_port, python_exe, with_db
+from run_bench import free_port, prepare_database, python_exe, with_db
 from sdk_bench_workloads import Json, Plan, measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's sdk, installed or not
@@ -74,26 +74,6 @@ def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
 
 
 # --------------------------------------------------------------------------- Chronicle
-
-
-def prepare_chronicle(env: dict[str, str]) -> str:
-    """Migrate the scratch database and issue an API key for the bench namespace."""
-    py = python_exe()
-    subprocess.run([py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    snippet = (
-        "from namespaces.services import namespace_create, api_key_issue; "
-        f'ns=namespace_create(name="{NAMESPACE}", request_rps=0); '
-        'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
-    )
-    out = subprocess.run(
-        [py, "manage.py", "shell", "-c", snippet],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.strip().splitlines()[-1].strip()
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace: float = 20.0) -> None:
@@ -165,7 +145,7 @@ def run_chronicle(server_url: str, plan: Plan, systems: set[str], profile: bool)
     with scratch_database(server_url, "chronicle_sdkbench") as dburl:
         env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
         log("Chronicle: migrating a scratch database")
-        key = prepare_chronicle(env)
+        key = prepare_database(env, NAMESPACE)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         figures: Json = {}
