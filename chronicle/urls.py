@@ -15,5 +15,5 @@ urlpatterns = [
     ),
     path("api/v1/namespaces/<str:namespace>/", include("executions.urls")),
     path("api/v1/namespaces/<str:namespace>/", include("matching.urls")),
-    path("", include("executions.ui_urls")),
+    path("", include("executions.ui.urls")),
 ]

@@ -77,28 +77,55 @@ class BatchJob(models.Model):
 
 
 class AuditAction(models.TextChoices):
+    """What an audit entry records. Execution actions name a run; the rest name a target."""
+
     TERMINATE = "terminate"
     CANCEL = "cancel"
     SIGNAL = "signal"
     RESET = "reset"
+    QUERY = "query"
+    BATCH_START = "batch.start"
+    BATCH_RATE = "batch.rate"
+    BATCH_STOP = "batch.stop"
+    SCHEDULE_PAUSE = "schedule.pause"
+    SCHEDULE_UNPAUSE = "schedule.unpause"
+    SCHEDULE_TRIGGER = "schedule.trigger"
+    SCHEDULE_BACKFILL = "schedule.backfill"
+    SCHEDULE_DELETE = "schedule.delete"
+    SETTINGS_CHANGE = "settings.change"
+    RATE_LIMIT_CHANGE = "rate_limit.change"
+    SEARCH_ATTRIBUTE_ADD = "search_attribute.add"
+    MEMBER_CHANGE = "member.change"
+    API_KEY_CREATE = "api_key.create"
+    API_KEY_REVOKE = "api_key.revoke"
+
+
+EXECUTION_ACTIONS = frozenset(
+    {AuditAction.TERMINATE, AuditAction.CANCEL, AuditAction.SIGNAL, AuditAction.RESET}
+)
 
 
 class AuditEntry(models.Model):
-    """One operator action taken from the UI: who did what to which run, when and why.
+    """One action taken from the UI: who did what to which run or setting, when and why.
 
     ``request_id`` comes from the confirmation form, so a form submitted twice records
-    (and performs) its action once.
+    (and performs) its action once. Execution actions fill ``workflow_id``/``run_id``;
+    other actions name their ``target`` (a schedule id, a setting, a key) and, for a
+    change, keep the value before and after in ``old``/``new``.
     """
 
     namespace = models.ForeignKey(
         "namespaces.Namespace", on_delete=models.CASCADE, related_name="audit_entries"
     )
     actor = models.CharField(max_length=150)
-    action = models.CharField(max_length=16, choices=AuditAction.choices)
-    workflow_id = models.CharField(max_length=1000)
-    run_id = models.UUIDField()
-    reason = models.TextField()
+    action = models.CharField(max_length=32, choices=AuditAction.choices)
+    workflow_id = models.CharField(max_length=1000, blank=True, default="")
+    run_id = models.UUIDField(null=True, blank=True)
+    target = models.CharField(max_length=1000, blank=True, default="")
+    reason = models.TextField(blank=True, default="")
     details = models.JSONField(default=dict, blank=True)
+    old = models.JSONField(null=True, blank=True)
+    new = models.JSONField(null=True, blank=True)
     request_id = models.CharField(max_length=64)
     result = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -107,4 +134,10 @@ class AuditEntry(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "request_id"], name="uniq_audit_request"),
         ]
-        indexes = [models.Index(fields=["namespace", "workflow_id", "-created_at"], name="audit_by_workflow")]
+        indexes = [
+            models.Index(fields=["namespace", "workflow_id", "-created_at"], name="audit_by_workflow"),
+            models.Index(fields=["namespace", "-created_at"], name="audit_by_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.workflow_id or self.target}"

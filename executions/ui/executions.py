@@ -1,36 +1,26 @@
-"""The operator UI: server-rendered pages over the visibility queries, the selectors and
-the kernel.
-
-Every page is scoped to one namespace the signed-in user is a member of; anything else
-is a 404, so the UI never reveals which namespaces or workflows exist elsewhere. Reads
-need any role; actions need ``operator`` or ``admin`` and are recorded in the audit log.
-"""
+"""Executions pages: the list with the visibility query, the execution page and the
+operator actions on one run (terminate, cancel, signal, reset)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from chronicle.errors import ChronicleError, ErrorCode
-from executions import selectors, visibility
-from executions.models import AuditAction, AuditEntry
+from executions import audit, selectors, visibility
+from executions.models import EXECUTION_ACTIONS, AuditAction, AuditEntry
+from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
 from history import kernel
 from history.models import ExecutionStatus, HistoryEvent, WorkflowExecution
-from namespaces.models import MemberRole, Membership, Namespace
+from namespaces.models import Namespace
 
-ACTING_ROLES = frozenset({MemberRole.OPERATOR, MemberRole.ADMIN})
 SORTABLE = ("StartTime", "CloseTime")
 LIST_PAGE_SIZE = 50
 EVENTS_PAGE_SIZE = 50
@@ -42,36 +32,6 @@ QUERY_EXAMPLES = (
 )
 
 
-@dataclass(frozen=True)
-class Access:
-    namespace: Namespace
-    role: str
-
-    @property
-    def can_act(self) -> bool:
-        return self.role in ACTING_ROLES
-
-
-def _own_memberships(request: HttpRequest) -> QuerySet[Membership]:
-    """The signed-in user's memberships (none for an anonymous visitor)."""
-    return Membership.objects.select_related("namespace").filter(user_id=request.user.pk or 0)
-
-
-def _access(request: HttpRequest, namespace_name: str) -> Access:
-    """The user's role in the namespace; 404 when they are not a member (or it does not exist)."""
-    membership = _own_memberships(request).filter(namespace__name=namespace_name).first()
-    if membership is None:
-        raise Http404("namespace not found")
-    return Access(membership.namespace, membership.role)
-
-
-def _acting(request: HttpRequest, namespace_name: str) -> Access:
-    access = _access(request, namespace_name)
-    if not access.can_act:
-        raise PermissionDenied("this action needs the operator or admin role")
-    return access
-
-
 def _run(access: Access, workflow_id: str, run_id: str) -> WorkflowExecution:
     try:
         return selectors.execution_get(access.namespace, workflow_id, run_id)
@@ -79,12 +39,8 @@ def _run(access: Access, workflow_id: str, run_id: str) -> WorkflowExecution:
         raise Http404("workflow execution not found") from None
 
 
-def _memberships(request: HttpRequest) -> list[Membership]:
-    return list(_own_memberships(request).order_by("namespace__name"))
-
-
 def index(request: HttpRequest) -> HttpResponse:
-    return render(request, "index.html", {"memberships": _memberships(request)})
+    return render(request, "index.html", {"memberships": memberships(request)})
 
 
 # ---------------------------------------------------------------- executions list
@@ -141,11 +97,11 @@ class ListRequest:
 
 @login_required
 def execution_list(request: HttpRequest, namespace: str) -> HttpResponse:
-    access = _access(request, namespace)
+    access = reader(request, namespace)
     wanted = ListRequest.of(request)
     context: dict[str, Any] = {"access": access, "wanted": wanted, "examples": QUERY_EXAMPLES}
     context["statuses"] = ExecutionStatus.values
-    context["memberships"] = _memberships(request)
+    context["memberships"] = memberships(request)
     try:
         listing, counted = wanted.queries(access.namespace)
         rows, token = visibility.page(
@@ -190,7 +146,7 @@ def _pretty(value: Any) -> str:
 
 @login_required
 def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run_id: str) -> HttpResponse:
-    access = _access(request, namespace)
+    access = reader(request, namespace)
     ex = _run(access, workflow_id, run_id)
     try:
         after = max(0, int(request.GET.get("after", "0")))
@@ -213,7 +169,7 @@ def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run
         "audit": AuditEntry.objects.filter(namespace=access.namespace, run_id=ex.run_id).order_by(
             "-created_at"
         )[:20],
-        "memberships": _memberships(request),
+        "memberships": memberships(request),
     }
     return render(request, "ui/execution.html", context)
 
@@ -284,7 +240,7 @@ def _action_form(request: HttpRequest) -> dict[str, str]:
     source = request.POST if request.method == "POST" else request.GET
     keys = ("reason", "request_id", "signal_name", "signal_input", "point")
     form = {key: source.get(key, "").strip() for key in keys}
-    form["request_id"] = form["request_id"][:64] or str(uuid.uuid4())
+    form["request_id"] = form_request_id(request)
     return form
 
 
@@ -292,25 +248,6 @@ def _preview(access: Access, ex: WorkflowExecution, point: str) -> dict[str, Any
     return kernel.preview_reset(
         access.namespace, workflow_id=ex.workflow_id, run_id=str(ex.run_id), point=_reset_point(point)
     )
-
-
-def _record(
-    access: Access, ex: WorkflowExecution, action: str, form: dict[str, str], actor: str, result: str
-) -> None:
-    details = {key: form[key] for key in ("signal_name", "signal_input", "point") if form[key]}
-    # The same form submitted twice at once: the first submission is the one on record.
-    with contextlib.suppress(IntegrityError), transaction.atomic():
-        AuditEntry.objects.create(
-            namespace=access.namespace,
-            actor=actor,
-            action=action,
-            workflow_id=ex.workflow_id,
-            run_id=ex.run_id,
-            reason=form["reason"],
-            details=details,
-            request_id=form["request_id"],
-            result=result,
-        )
 
 
 def _validate(action: str, form: dict[str, str]) -> None:
@@ -327,9 +264,9 @@ def _validate(action: str, form: dict[str, str]) -> None:
 def execution_action(
     request: HttpRequest, namespace: str, workflow_id: str, run_id: str, action: str
 ) -> HttpResponse:
-    if action not in AuditAction.values:
+    if action not in EXECUTION_ACTIONS:
         raise Http404("unknown action")
-    access = _acting(request, namespace)
+    access = operator(request, namespace)
     ex = _run(access, workflow_id, run_id)
     form = _action_form(request)
     context: dict[str, Any] = {"access": access, "ex": ex, "action": action, "form": form}
@@ -339,13 +276,21 @@ def execution_action(
             context["preview_json"] = _pretty(preview)
         if request.method == "GET":
             return render(request, "ui/action.html", context)
-        done = AuditEntry.objects.filter(namespace=access.namespace, request_id=form["request_id"]).first()
+        done = audit.already_done(access.namespace, form["request_id"])
         if done is None:
             _validate(action, form)
-            identity = f"ui:{request.user.get_username()}"
-            result = _perform(access, ex, action, form, identity)
-            _record(access, ex, action, form, request.user.get_username(), result)
-            done = AuditEntry.objects.get(namespace=access.namespace, request_id=form["request_id"])
+            result = _perform(access, ex, action, form, f"ui:{actor(request)}")
+            done = audit.record(
+                access.namespace,
+                actor=actor(request),
+                action=action,
+                request_id=form["request_id"],
+                reason=form["reason"],
+                workflow_id=ex.workflow_id,
+                run_id=str(ex.run_id),
+                details={key: form[key] for key in ("signal_name", "signal_input", "point") if form[key]},
+                result=result,
+            )
     except ChronicleError as error:
         context["error"] = error
         return render(request, "ui/action.html", context, status=error.status)

@@ -1,4 +1,4 @@
-"""Routes of the operator UI (see ``executions.ui``)."""
+"""Routes of the operator UI (see the ``executions.ui`` package)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from executions import ui
+from executions.ui import executions as ui
 
 WORKFLOW = "ns/<str:namespace>/workflows/<path:workflow_id>/runs/<str:run_id>/"
 
