@@ -79,6 +79,10 @@ DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 # Under ASGI each sync request runs on its own thread, so per-thread persistent
 # connections would pile up; a per-process psycopg pool bounds and reuses them instead.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+# The pool checks each connection as it hands it out (one empty query), so a connection
+# the server dropped (a restart, a failover, an idle-session kill) is replaced instead of
+# failing the request that got it.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CHRONICLE_DB_HEALTH_CHECKS", default=True)
 DATABASES["default"].setdefault("OPTIONS", {})
 if env.bool("CHRONICLE_DB_POOL", default=True):
     DATABASES["default"]["OPTIONS"]["pool"] = {
