@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
+from django.db import connections
+from playwright.sync_api import (
+    APIResponse,
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 
 from namespaces.models import MemberRole, Namespace
 from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command
@@ -50,7 +59,9 @@ def committed(django_db_blocker: Any) -> Callable[[], AbstractContextManager[Non
     """Write to the test database outside a test transaction, so the stack's processes see it.
 
     Playwright's sync API runs an event loop in this thread, which makes Django's
-    async-safety guard refuse ORM calls; the guard is lifted only inside this block.
+    async-safety guard refuse ORM calls; the guard is lifted only inside this block. In
+    that loop's context Django hands out connections of their own, so the block closes
+    them again: left open, they would keep the test database from being dropped.
     """
 
     @contextmanager
@@ -59,7 +70,10 @@ def committed(django_db_blocker: Any) -> Callable[[], AbstractContextManager[Non
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
         try:
             with django_db_blocker.unblock():
-                yield
+                try:
+                    yield
+                finally:
+                    connections.close_all()
         finally:
             if previous is None:
                 del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
@@ -199,3 +213,14 @@ def run_factory(browser_tenant: BrowserTenant) -> Callable[..., StartedRun]:
         return started_run(browser_tenant, **options)
 
     return make
+
+
+def run_url(tenant: BrowserTenant, run: StartedRun, suffix: str = "") -> str:
+    """The UI page of ``run`` (``suffix`` names an action page such as ``"terminate/"``)."""
+    return tenant.url(f"workflows/{run.workflow_id}/runs/{run.run_id}/{suffix}")
+
+
+def post_form(page: Page, url: str, **fields: str) -> APIResponse:
+    """POST a form with the page's cookies and CSRF token, as a hand-made request would."""
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    return page.request.post(url, form={"csrfmiddlewaretoken": token, **fields}, max_redirects=0)
