@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv run test lint bench
+.PHONY: venv run test lint bench screenshots
 
 venv: $(STAMP)
 
@@ -29,3 +29,7 @@ lint: venv
 
 bench: venv
 	$(PY) bench/run_bench.py
+
+# Rewrites docs/screenshots/*.png from a real stack (not part of `test`: the images are committed).
+screenshots: venv
+	$(PY) -m pytest -q tests/browser/screenshots.py
