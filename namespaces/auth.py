@@ -17,7 +17,7 @@ from rest_framework.request import Request
 
 from chronicle.errors import ChronicleError, ErrorCode
 from namespaces.models import ApiKey, Namespace
-from namespaces.rate_limits import take_token
+from namespaces.rate_limits import request_bucket, take_token
 
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
 
@@ -63,7 +63,7 @@ def access_namespace(key: object, namespace_name: str, role: str) -> Namespace:
     if role not in key.roles:
         raise ChronicleError(ErrorCode.PERMISSION_DENIED, f"this API key lacks the {role!r} role")
     wait = take_token(
-        f"rps:{namespace.id}",
+        request_bucket(namespace.id),
         rate=namespace.request_rps,
         burst=namespace.request_rps * namespace.request_burst_ratio,
     )
