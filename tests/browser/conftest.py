@@ -118,13 +118,16 @@ def browser_tenant(
     return BrowserTenant(stack, tenant, usernames)
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API runs an event loop in the main thread
+# while it is open, and Django refuses ORM calls there; the tests after this package
+# (e2e, integration) need it closed.
+@pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright_driver: Playwright) -> Iterator[Browser]:
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"Chromium not found at {CHROMIUM}: install the chromium package")
@@ -142,7 +145,7 @@ def sign_in(page: Page, base_url: str, username: str, password: str = PASSWORD) 
     expect(page.get_by_role("button", name="Sign out")).to_be_visible()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def storage_states(browser: Browser, browser_tenant: BrowserTenant) -> dict[str, Any]:
     """One sign-in per role; the resulting cookies are reused by every test's context."""
     states: dict[str, Any] = {}
