@@ -73,8 +73,8 @@ def _form(request: HttpRequest) -> dict[str, str]:
 
 
 def _params(form: dict[str, str]) -> dict[str, Any]:
-    """The operation's parameters from the form, checked by the batch service."""
-    params = {
+    """The operation's parameters from the form, as the batch service takes them."""
+    return {
         "reset_type": form["reset_type"],
         "reapply_signals": form["reapply_signals"] == "on",
         "signal_name": form["signal_name"],
@@ -82,7 +82,6 @@ def _params(form: dict[str, str]) -> dict[str, Any]:
         if form["operation"] == BatchOperation.SIGNAL
         else [],
     }
-    return batch.validate_params(form["operation"], params)
 
 
 def _rps(raw: str) -> float:
@@ -136,7 +135,7 @@ def job_new(request: HttpRequest, namespace: str) -> HttpResponse:
             job = batch.job_get(access.namespace, done.result) if done else _start(access, request, form)
             return redirect(_job_url(access, job))
         if "dry_run" in request.GET:
-            _params(form)
+            batch.validate_params(form["operation"], _params(form))
             context["dry_run"] = batch.dry_run(access.namespace, form["q"])
     except ChronicleError as error:
         context["error"] = error
