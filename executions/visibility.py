@@ -765,13 +765,23 @@ def _after(attribute: Attribute, descending: bool, value: Any, run_id: uuid.UUID
     return beyond if descending else beyond | attribute.where("isnull", True)
 
 
+# What a page token needs from a row, whichever attribute the page is sorted by.
+_KEYSET_COLUMNS = ("run_id", "start_time", "close_time", "next_event_id", "search_attributes")
+
+
 def page(
-    namespace: Namespace, query: str, *, page_size: int = 100, next_page_token: str = ""
+    namespace: Namespace,
+    query: str,
+    *,
+    page_size: int = 100,
+    next_page_token: str = "",
+    only: tuple[str, ...] = (),
 ) -> tuple[list[WorkflowExecution], str | None]:
     """One page of ``search`` and the token of the next (``None`` on the last page).
 
     Keyset pagination: the token holds the last row's sort key and run id, so a deep
-    page costs what the first one does.
+    page costs what the first one does. ``only`` names the columns the caller reads, so
+    a bulk reader (the CSV export) loads those and the sort key instead of the whole row.
     """
     compiled = _listing(query, custom_attributes(namespace))
     qs = _ordered(namespace, compiled)
@@ -779,7 +789,13 @@ def page(
         value, run_id = _decode_page_token(query, compiled.order, next_page_token)
         qs = qs.filter(_after(compiled.order, compiled.descending, value, run_id))
     size = max(1, min(page_size, MAX_PAGE_SIZE))
-    rows = list(qs.defer(*PAYLOAD_COLUMNS)[: size + 1])
+    if only:
+        column = compiled.order.column
+        sort_column = (column,) if not compiled.order.custom and column not in _ALIASES else ()
+        qs = qs.only(*only, *_KEYSET_COLUMNS, *sort_column)
+    else:
+        qs = qs.defer(*PAYLOAD_COLUMNS)
+    rows = list(qs[: size + 1])
     if len(rows) <= size:
         return rows, None
     return rows[:size], encode_page_token(query, compiled.order, rows[size - 1])

@@ -29,6 +29,7 @@ SORTABLE = ("StartTime", "CloseTime")
 LIST_PAGE_SIZE = 50
 EXPORT_PAGE_SIZE = 1000
 EXPORT_COLUMNS = ("workflow_id", "run_id", "workflow_type", "status", "start_time", "close_time")
+EXPORT_FIELDS = ("workflow_id", "workflow_type", "status")
 QUERY_EXAMPLES = (
     'ExecutionStatus = "Running"',
     'WorkflowType = "Order" AND StartTime > "2026-01-01T00:00:00Z"',
@@ -220,7 +221,7 @@ def export_pages(namespace: Namespace, query: str) -> Iterable[str]:
     token = ""
     while True:
         rows, next_token = visibility.page(
-            namespace, query, page_size=EXPORT_PAGE_SIZE, next_page_token=token
+            namespace, query, page_size=EXPORT_PAGE_SIZE, next_page_token=token, only=EXPORT_FIELDS
         )
         yield "".join(_export_row(run) for run in rows)
         if next_token is None:
