@@ -762,7 +762,10 @@ def _after(attribute: Attribute, descending: bool, value: Any, run_id: uuid.UUID
         same_null = attribute.where("isnull", True) & same_run_order
         return same_null | attribute.where("isnull", False) if descending else same_null
     beyond = attribute.where(older, value) | (attribute.where("exact", value) & same_run_order)
-    return beyond if descending else beyond | attribute.where("isnull", True)
+    # The redundant bound is what the index can seek to; the OR alone is only a filter, and
+    # a deep page would walk every row before it.
+    bounded = beyond & attribute.where("lte" if descending else "gte", value)
+    return bounded if descending else bounded | attribute.where("isnull", True)
 
 
 # What a page token needs from a row, whichever attribute the page is sorted by.

@@ -496,3 +496,22 @@ def test_the_triage_counts_read_the_failed_runs_index() -> None:
     since = timezone.now() - timedelta(hours=1)
     sql = captured_sql(lambda: visibility.failure_groups(namespace, since), "regexp_replace")
     assert "exec_ns_failed_close" in indexes_used(sql)
+
+
+def test_a_deep_export_page_seeks_to_its_keyset_position() -> None:
+    """The token's sort key bounds the index scan, so page 9 does not filter pages 1-8 away."""
+    namespace = NamespaceFactory(name="shop")
+    bulk_insert_runs(namespace, 10_000)
+    token = ""
+    for _ in range(8):
+        _, next_token = visibility.page(
+            namespace, "", page_size=1000, next_page_token=token, only=("workflow_id",)
+        )
+        assert next_token is not None
+        token = next_token
+    sql = captured_sql(
+        lambda: visibility.page(namespace, "", page_size=1000, next_page_token=token, only=("workflow_id",)),
+        "LIMIT 1001",
+    )
+    scans = [n for n in plan_without_seqscans(sql) if n.get("Index Name") == "exec_ns_start"]
+    assert scans and "start_time <=" in scans[0]["Index Cond"]
