@@ -10,6 +10,7 @@ last recorded run.
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db import models
@@ -173,3 +174,12 @@ class SavedView(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def list_params(self) -> str:
+        """The executions list's query string that opens this view (its query and sort)."""
+        params = {"q": self.query}
+        field, _, direction = self.sort.partition(" ")
+        if field:
+            params.update(sort=field, dir=direction or "desc")
+        return urlencode(params)

@@ -138,6 +138,12 @@ def execution_list(request: HttpRequest, namespace: str) -> HttpResponse:
 # ---------------------------------------------------------------- saved views
 
 
+def _sort_of(request: HttpRequest) -> str:
+    """The list's sort picker as a view keeps it ("CloseTime asc"); '' for the default."""
+    field, direction = request.POST.get("sort", ""), request.POST.get("dir", "desc")
+    return f"{field} {'asc' if direction == 'asc' else 'desc'}" if field in SORTABLE else ""
+
+
 def _user_id(request: HttpRequest) -> int:
     """The signed-in user's id (every page here needs a sign-in)."""
     return request.user.pk or 0
@@ -158,6 +164,7 @@ def view_save(request: HttpRequest, namespace: str) -> HttpResponse:
                 query=query,
                 shared=request.POST.get("shared") == "on",
                 may_share=access.can_act,
+                sort=_sort_of(request),
             )
         except ChronicleError as error:
             if error.code == ErrorCode.PERMISSION_DENIED:
