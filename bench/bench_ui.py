@@ -1,6 +1,7 @@
 """Operator UI page latency over 100,000 runs: the executions list (first and a deep
-keyset page, a status filter, a sort by close time), one execution's page, and the
-status counts the list shows.
+keyset page, a status filter, a sort by close time, the Stuck view), one execution's
+page, the status counts the list shows, the failure triage page, and the CSV export of
+every run (time and peak Python memory).
 
 Loads the same scratch data as ``bench_visibility.py`` (bulk-inserted runs, not kernel
 writes), signs a viewer in, then renders each page in-process through Django's test
@@ -62,6 +63,13 @@ def run(runs: int, repeat: int) -> None:
     namespace = namespace_create(name="uibench")
     bulk_insert_runs(namespace, runs)
     with connection.cursor() as cursor:
+        # Five failure messages (with ids and numbers that triage masks) over the failed runs.
+        cursor.execute(
+            f"UPDATE {WorkflowExecution._meta.db_table} SET failure = jsonb_build_object('message', "
+            "(ARRAY['card ', 'timeout after ', 'ledger row ', 'quota ', 'order-'])"
+            "[1 + abs(hashtext(workflow_id)) % 5]"
+            " || (abs(hashtext(workflow_id)) % 1000) || ' failed') WHERE status = 'Failed'"
+        )
         cursor.execute(f"VACUUM ANALYZE {WorkflowExecution._meta.db_table}")
     start = kernel.StartRequest(workflow_id="ui-bench-run", workflow_type="Bench", task_queue="bench")
     real = WorkflowExecution.objects.get(run_id=kernel.start_workflow_execution(namespace, start).run_id)
@@ -84,7 +92,10 @@ def run(runs: int, repeat: int) -> None:
         ("list, page 51 (keyset)", page(deep)),
         ("list, status = Failed", page("/ns/uibench/?status=Failed")),
         ("list, sorted by close time", page("/ns/uibench/?sort=CloseTime&dir=desc")),
+        ("list, Stuck view", page("/ns/uibench/?view=stuck")),
         ("execution page", page(f"/ns/uibench/workflows/{real.workflow_id}/runs/{real.run_id}/")),
+        ("failure triage, 24 h", page("/ns/uibench/triage/?window=24h")),
+        ("failure triage, 7 d", page("/ns/uibench/triage/?window=7d")),
         ("(inside the list: status counts)", lambda: len(visibility.count_by_status(namespace, "")) and 200),
     ]
     print(f"{runs:,} runs in the namespace; {repeat} renders per page\n")
@@ -97,6 +108,26 @@ def run(runs: int, repeat: int) -> None:
             action()
             samples.append((time.perf_counter() - begin) * 1000)
         print(f"{label:<32} {pct(samples, 50):>8.2f} {pct(samples, 99):>8.2f}")
+    export_all(namespace)
+
+
+def export_all(namespace: object) -> None:
+    """Walk the whole CSV export once, keeping only the byte count: time and peak memory."""
+    import tracemalloc
+
+    from executions.ui.lists import export_pages
+
+    tracemalloc.start()
+    begin, size, lines = time.perf_counter(), 0, 0
+    for chunk in export_pages(namespace, "ORDER BY StartTime DESC"):  # type: ignore[arg-type]
+        size, lines = size + len(chunk), lines + chunk.count("\n")
+    elapsed = time.perf_counter() - begin
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(
+        f"\nCSV export: {lines - 1:,} rows, {size / 1e6:.1f} MB in {elapsed:.1f} s;"
+        f" peak Python memory {peak / 1e6:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ last recorded run.
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -87,6 +89,8 @@ class AuditAction(models.TextChoices):
     BATCH_START = "batch.start"
     BATCH_RATE = "batch.rate"
     BATCH_STOP = "batch.stop"
+    VIEW_SAVE = "view.save"
+    VIEW_DELETE = "view.delete"
     SCHEDULE_PAUSE = "schedule.pause"
     SCHEDULE_UNPAUSE = "schedule.unpause"
     SCHEDULE_TRIGGER = "schedule.trigger"
@@ -141,3 +145,41 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.workflow_id or self.target}"
+
+
+class SavedView(models.Model):
+    """A named executions-list query kept on the server, personal or shared with the namespace.
+
+    Anyone may save a personal view; sharing one (and deleting someone else's shared view)
+    takes the operator or admin role, the roles trusted to act on the runs a view selects.
+    """
+
+    namespace = models.ForeignKey(
+        "namespaces.Namespace", on_delete=models.CASCADE, related_name="saved_views"
+    )
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
+    name = models.CharField(max_length=200)
+    query = models.TextField(blank=True, default="")
+    # Optional list settings the view restores: a column list and a sort ("StartTime desc").
+    columns = models.JSONField(default=list, blank=True)
+    sort = models.CharField(max_length=64, blank=True, default="")
+    shared = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "owner", "name"], name="uniq_saved_view_name"),
+        ]
+        indexes = [models.Index(fields=["namespace", "shared", "name"], name="saved_view_ns")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def list_params(self) -> str:
+        """The executions list's query string that opens this view (its query and sort)."""
+        params = {"q": self.query}
+        field, _, direction = self.sort.partition(" ")
+        if field:
+            params.update(sort=field, dir=direction or "desc")
+        return urlencode(params)

@@ -37,13 +37,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorExact
-from django.db.models import Count, Expression, F, Q, QuerySet
+from django.db.models import (
+    Count,
+    Expression,
+    F,
+    Func,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+)
 from django.db.models import Value as SqlValue
 from django.db.models.expressions import CombinedExpression
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
-from history.models import ExecutionStatus, WorkflowExecution
+from history.models import ExecutionStatus, PendingActivity, WorkflowExecution
 from namespaces.models import IndexedValueType, Namespace
 from namespaces.search_attributes import (
     SYSTEM_ATTRIBUTES,
@@ -371,11 +383,51 @@ _COLUMNS: dict[str, str] = {
     "HistoryLength": "vis_history_length",
     "HistorySizeBytes": "history_size_bytes",
     "ExecutionDuration": "vis_execution_duration",
+    "WorkflowTaskAttempt": "wft_attempt",
+    "PendingActivityAttempt": "vis_activity_attempt",
+    "FailureMessage": "vis_failure_message",
 }
+# Ids (uuids first, then any run of digits) masked so that failures of one cause group together.
+_UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_NUMBER_PATTERN = "[0-9]+([.][0-9]+)?"
+
+
+def failure_message_key(message: Expression) -> Expression:
+    """A failure message's first line with ids and numbers masked: the key similar failures share.
+
+    One SQL expression serves both the ``FailureMessage`` attribute (applied to the run's
+    message and to the value a query compares it with) and the triage page's grouping.
+    """
+    first_line = Func(message, SqlValue("\n"), SqlValue(1), function="split_part", output_field=TextField())
+    no_ids = Func(
+        first_line, SqlValue(_UUID_PATTERN), SqlValue("<id>"), SqlValue("g"), function="regexp_replace"
+    )
+    masked = Func(
+        no_ids, SqlValue(_NUMBER_PATTERN), SqlValue("<n>"), SqlValue("g"), function="regexp_replace"
+    )
+    return Func(masked, function="btrim", output_field=TextField())
+
+
+def _highest_activity_attempt() -> Any:
+    """The highest attempt among the run's pending activities (NULL when it has none)."""
+    attempts = (
+        PendingActivity.objects.filter(run_id=OuterRef("run_id"))
+        .order_by()
+        .values("run_id")
+        .annotate(highest=Max("attempt"))
+        .values("highest")
+    )
+    return Subquery(attempts, output_field=IntegerField())
+
+
 _ALIASES: dict[str, Callable[[], Expression]] = {
     "vis_history_length": lambda: CombinedExpression(F("next_event_id"), "-", SqlValue(1)),
     "vis_execution_duration": lambda: CombinedExpression(F("close_time"), "-", F("start_time")),
+    "vis_activity_attempt": _highest_activity_attempt,
+    "vis_failure_message": lambda: failure_message_key(KeyTextTransform("message", "failure")),
 }
+# Computed per query; a listing cannot be ordered (or keyset-paged) by them.
+_UNSORTABLE_COLUMNS = frozenset({"vis_activity_attempt", "vis_failure_message"})
 _GO_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns))+$")
 _GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
@@ -397,6 +449,10 @@ class Attribute:
         return F(self.column)
 
     def where(self, lookup: str, value: Any) -> Q:
+        if self.column == "vis_failure_message" and lookup == "in":
+            return _any_of([self.where("exact", v) for v in value])
+        if self.column == "vis_failure_message" and lookup != "isnull":
+            value = failure_message_key(SqlValue(value))
         if self.custom and lookup == "isnull":  # ``?``, which the GIN index serves
             present = Q(search_attributes__has_key=self.name)
             return ~present if value else present
@@ -521,6 +577,8 @@ class Compiler:
         if order is None:
             return self.attribute("StartTime", 0), True
         attribute = self.attribute(order.name, order.position)
+        if attribute.column in _UNSORTABLE_COLUMNS:
+            raise self.error(order.position, f"cannot ORDER BY computed attribute {order.name!r}")
         if attribute.type in (T.TEXT, T.KEYWORD_LIST):
             raise self.error(order.position, f"cannot ORDER BY {attribute.type} attribute {order.name!r}")
         return attribute, order.descending
@@ -704,16 +762,29 @@ def _after(attribute: Attribute, descending: bool, value: Any, run_id: uuid.UUID
         same_null = attribute.where("isnull", True) & same_run_order
         return same_null | attribute.where("isnull", False) if descending else same_null
     beyond = attribute.where(older, value) | (attribute.where("exact", value) & same_run_order)
-    return beyond if descending else beyond | attribute.where("isnull", True)
+    # The redundant bound is what the index can seek to; the OR alone is only a filter, and
+    # a deep page would walk every row before it.
+    bounded = beyond & attribute.where("lte" if descending else "gte", value)
+    return bounded if descending else bounded | attribute.where("isnull", True)
+
+
+# What a page token needs from a row, whichever attribute the page is sorted by.
+_KEYSET_COLUMNS = ("run_id", "start_time", "close_time", "next_event_id", "search_attributes")
 
 
 def page(
-    namespace: Namespace, query: str, *, page_size: int = 100, next_page_token: str = ""
+    namespace: Namespace,
+    query: str,
+    *,
+    page_size: int = 100,
+    next_page_token: str = "",
+    only: tuple[str, ...] = (),
 ) -> tuple[list[WorkflowExecution], str | None]:
     """One page of ``search`` and the token of the next (``None`` on the last page).
 
     Keyset pagination: the token holds the last row's sort key and run id, so a deep
-    page costs what the first one does.
+    page costs what the first one does. ``only`` names the columns the caller reads, so
+    a bulk reader (the CSV export) loads those and the sort key instead of the whole row.
     """
     compiled = _listing(query, custom_attributes(namespace))
     qs = _ordered(namespace, compiled)
@@ -721,7 +792,39 @@ def page(
         value, run_id = _decode_page_token(query, compiled.order, next_page_token)
         qs = qs.filter(_after(compiled.order, compiled.descending, value, run_id))
     size = max(1, min(page_size, MAX_PAGE_SIZE))
-    rows = list(qs.defer(*PAYLOAD_COLUMNS)[: size + 1])
+    if only:
+        column = compiled.order.column
+        sort_column = (column,) if not compiled.order.custom and column not in _ALIASES else ()
+        qs = qs.only(*only, *_KEYSET_COLUMNS, *sort_column)
+    else:
+        qs = qs.defer(*PAYLOAD_COLUMNS)
+    rows = list(qs[: size + 1])
     if len(rows) <= size:
         return rows, None
     return rows[:size], encode_page_token(query, compiled.order, rows[size - 1])
+
+
+# ---------------------------------------------------------------- failure triage
+
+TRIAGE_STATUSES = (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.TERMINATED)
+TRIAGE_GROUPS = 50
+
+
+def failure_groups(namespace: Namespace, since: datetime) -> dict[str, list[dict[str, Any]]]:
+    """Runs that closed Failed, TimedOut or Terminated since ``since``, counted two ways:
+    by (status, workflow type) and by (status, ``failure_message_key``), largest first.
+
+    Both read the closed runs in the window through ``exec_ns_close``; only the runs'
+    status, type and failure message are touched, never a history.
+    """
+    closed = WorkflowExecution.objects.filter(
+        namespace=namespace, close_time__gte=since, status__in=TRIAGE_STATUSES
+    ).order_by()
+    by_type = closed.values("status", "workflow_type").annotate(count=Count("*")).order_by("-count", "status")
+    by_message = (
+        closed.annotate(message=failure_message_key(KeyTextTransform("message", "failure")))
+        .values("status", "message")
+        .annotate(count=Count("*"))
+        .order_by("-count", "status", "message")
+    )
+    return {"by_type": list(by_type[:TRIAGE_GROUPS]), "by_message": list(by_message[:TRIAGE_GROUPS])}

@@ -103,6 +103,12 @@ class WorkflowExecution(models.Model):
                 fields=["namespace", "workflow_type", "-start_time", "-run_id"], name="exec_ns_type"
             ),
             models.Index(fields=["namespace", "-close_time", "-run_id"], name="exec_ns_close"),
+            # Failure triage: only the runs that closed badly, by close time.
+            models.Index(
+                fields=["namespace", "close_time"],
+                condition=Q(status__in=["Failed", "TimedOut", "Terminated"]),
+                name="exec_ns_failed_close",
+            ),
             GinIndex(fields=["search_attributes"], name="exec_search_attrs"),
         ]
 

@@ -34,6 +34,10 @@ SYSTEM_ATTRIBUTES: dict[str, IndexedValueType] = {
     "HistoryLength": T.INT,
     "HistorySizeBytes": T.INT,
     "ExecutionDuration": T.INT,
+    # Computed from the run's mutable state, for finding stuck and failing runs.
+    "WorkflowTaskAttempt": T.INT,
+    "PendingActivityAttempt": T.INT,
+    "FailureMessage": T.KEYWORD,
 }
 RESERVED_NAMES = frozenset({"NamespaceId", "Memo", "MemoEncoding", "VisibilityTaskKey"})
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")

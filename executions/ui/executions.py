@@ -1,10 +1,9 @@
-"""Executions pages: the list with the visibility query, the execution page and the
-operator actions on one run (terminate, cancel, signal, reset)."""
+"""Execution pages: the execution page and the operator actions on one run (terminate,
+cancel, signal, reset). The list of executions is in ``executions.ui.lists``."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -14,22 +13,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from chronicle.errors import ChronicleError, ErrorCode
-from executions import audit, selectors, visibility
+from executions import audit, selectors
 from executions.models import EXECUTION_ACTIONS, AuditAction, AuditEntry
 from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
 from history import kernel
-from history.models import ExecutionStatus, HistoryEvent, WorkflowExecution
-from namespaces.models import Namespace
+from history.models import HistoryEvent, WorkflowExecution
 
-SORTABLE = ("StartTime", "CloseTime")
-LIST_PAGE_SIZE = 50
 EVENTS_PAGE_SIZE = 50
 LARGE_PAYLOAD_CHARS = 1500
-QUERY_EXAMPLES = (
-    'ExecutionStatus = "Running"',
-    'WorkflowType = "Order" AND StartTime > "2026-01-01T00:00:00Z"',
-    'WorkflowId STARTS_WITH "order-" ORDER BY CloseTime DESC',
-)
 
 
 def _run(access: Access, workflow_id: str, run_id: str) -> WorkflowExecution:
@@ -41,81 +32,6 @@ def _run(access: Access, workflow_id: str, run_id: str) -> WorkflowExecution:
 
 def index(request: HttpRequest) -> HttpResponse:
     return render(request, "index.html", {"memberships": memberships(request)})
-
-
-# ---------------------------------------------------------------- executions list
-
-
-def _quoted(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _split_order(namespace: Namespace, query: str) -> tuple[str, str]:
-    """The query's filter and its ORDER BY clause, after checking the whole query is valid."""
-    visibility.search(namespace, query)  # raises VisibilityQueryError with the caret position
-    order = next((t for t in visibility.tokenize(query) if t.kind == "keyword" and t.text == "ORDER"), None)
-    if order is None:
-        return query, ""
-    return query[: order.position].strip(), query[order.position :].strip()
-
-
-def _compose(*filters: str) -> str:
-    return " AND ".join(f"({f})" for f in filters if f)
-
-
-@dataclass
-class ListRequest:
-    query: str
-    status: str
-    workflow_type: str
-    sort: str
-    descending: bool
-    token: str
-
-    @classmethod
-    def of(cls, request: HttpRequest) -> ListRequest:
-        get = request.GET
-        status = get.get("status", "")
-        sort = get.get("sort", "StartTime")
-        return cls(
-            query=get.get("q", "").strip(),
-            status=status if status in ExecutionStatus.values else "",
-            workflow_type=get.get("type", "").strip(),
-            sort=sort if sort in SORTABLE else "StartTime",
-            descending=get.get("dir", "desc") != "asc",
-            token=get.get("token", ""),
-        )
-
-    def queries(self, namespace: Namespace) -> tuple[str, str]:
-        """(the listing query with filters and order, the query the status counts use)."""
-        where, order = _split_order(namespace, self.query)
-        type_filter = f"WorkflowType = {_quoted(self.workflow_type)}" if self.workflow_type else ""
-        status_filter = f"ExecutionStatus = {_quoted(self.status)}" if self.status else ""
-        order = order or f"ORDER BY {self.sort} {'DESC' if self.descending else 'ASC'}"
-        return f"{_compose(where, type_filter, status_filter)} {order}".strip(), _compose(where, type_filter)
-
-
-@login_required
-def execution_list(request: HttpRequest, namespace: str) -> HttpResponse:
-    access = reader(request, namespace)
-    wanted = ListRequest.of(request)
-    context: dict[str, Any] = {"access": access, "wanted": wanted, "examples": QUERY_EXAMPLES}
-    context["statuses"] = ExecutionStatus.values
-    context["memberships"] = memberships(request)
-    try:
-        listing, counted = wanted.queries(access.namespace)
-        rows, token = visibility.page(
-            access.namespace, listing, page_size=LIST_PAGE_SIZE, next_page_token=wanted.token
-        )
-        context["counts"] = visibility.count_by_status(access.namespace, counted)
-    except ChronicleError as error:
-        context["error"] = error
-        context["snippet"] = error.details.get("snippet", "")
-        return render(request, "ui/executions.html", context, status=error.status)
-    next_params = request.GET.copy()
-    next_params["token"] = token or ""
-    context.update(rows=rows, next_query=next_params.urlencode() if token else "")
-    return render(request, "ui/executions.html", context)
 
 
 # ---------------------------------------------------------------- execution page

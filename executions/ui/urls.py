@@ -6,17 +6,28 @@ from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from executions.ui import audit_log, schedules, settings, task_queues
+from executions.ui import audit_log, batch, lists, schedules, settings, task_queues, triage
 from executions.ui import executions as ui
 
 WORKFLOW = "ns/<str:namespace>/workflows/<path:workflow_id>/runs/<str:run_id>/"
 SCHEDULE = "ns/<str:namespace>/schedules/<path:schedule_id>/"
+BATCH = "ns/<str:namespace>/batch/"
 
 urlpatterns = [
     path("", ui.index, name="index"),
     path("login/", auth_views.LoginView.as_view(template_name="ui/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="/"), name="logout"),
-    path("ns/<str:namespace>/", ui.execution_list, name="ui-executions"),
+    path("ns/<str:namespace>/", lists.execution_list, name="ui-executions"),
+    path("ns/<str:namespace>/export.csv", lists.export_csv, name="ui-export"),
+    path("ns/<str:namespace>/views/", lists.view_save, name="ui-view-save"),
+    path("ns/<str:namespace>/views/<int:view_id>/delete/", lists.view_delete, name="ui-view-delete"),
+    path("ns/<str:namespace>/triage/", triage.triage, name="ui-triage"),
+    path(BATCH, batch.job_list, name="ui-batch-list"),
+    path(BATCH + "new/", batch.job_new, name="ui-batch-new"),
+    path(BATCH + "<str:job_id>/", batch.job_detail, name="ui-batch-job"),
+    path(BATCH + "<str:job_id>/progress.json", batch.job_progress, name="ui-batch-progress"),
+    path(BATCH + "<str:job_id>/rate/", batch.job_rate, name="ui-batch-rate"),
+    path(BATCH + "<str:job_id>/stop/", batch.job_stop, name="ui-batch-stop"),
     path(WORKFLOW, ui.execution_detail, name="ui-execution"),
     path(WORKFLOW + "<str:action>/", ui.execution_action, name="ui-action"),
     path("ns/<str:namespace>/settings/", settings.general, name="ui-settings"),
