@@ -141,7 +141,7 @@ def _link(css: str, href: str, style: str, label: str) -> str:
 
 
 def _lane_html(lane: Lane) -> str:
-    title = escape(lane.title)
+    title = str(escape(lane.title))
     if lane.link:
         title = f'<a href="{escape(lane.link)}">{title}</a>'
     if lane.subtitle:
