@@ -1,13 +1,16 @@
 """Operator UI page latency over 100,000 runs: the executions list (first and a deep
 keyset page, a status filter, a sort by close time, the Stuck view), one execution's
-page, the status counts the list shows, the failure triage page, and the CSV export of
-every run (time and peak Python memory).
+page, the execution page of a 5,000-event run with its timeline, the status counts the
+list shows, the failure triage page, and the CSV export of every run (time and peak
+Python memory).
 
 Loads the same scratch data as ``bench_visibility.py`` (bulk-inserted runs, not kernel
-writes), signs a viewer in, then renders each page in-process through Django's test
-client (routing, role check, queries, template) and prints p50/p99 per page.
+writes), drives one run through the kernel in process to about 5,000 events (activities
+completed, failed and retried, timers fired, signals), signs a viewer in, then renders
+each page in-process through Django's test client (routing, role check, queries,
+template) and prints p50/p99 per page.
 
-Usage: python bench/bench_ui.py [--database-url URL] [--runs 100000] [--repeat 50]
+Usage: python bench/bench_ui.py [--database-url URL] [--runs 100000] [--repeat 50] [--events 5000]
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bench_visibility import admin, pct, with_database  # beside this script
 
@@ -27,6 +31,7 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--events", type=int, default=5000, help="history length of the long run")
     args = parser.parse_args()
 
     name = f"chronicle_uibench_{secrets.token_hex(4)}"
@@ -35,7 +40,7 @@ def main() -> None:
     os.environ["CHRONICLE_DB_POOL"] = "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
     try:
-        run(args.runs, args.repeat)
+        run(args.runs, args.repeat, args.events)
     finally:
         from django.db import connections
 
@@ -43,17 +48,76 @@ def main() -> None:
         admin(args.database_url, f"DROP DATABASE {name}")
 
 
-def run(runs: int, repeat: int) -> None:
+def long_run(namespace: Any, events: int) -> Any:
+    """A run driven through the kernel to about ``events`` events.
+
+    Each round one workflow task schedules 40 activities and a timer; the activities then
+    run on "workers" in process: one in four fails its first attempt and is retried after
+    its backoff, one in twenty fails for good, the rest complete; the timer fires and a
+    signal arrives. Timers fire through ``fire_timers`` as the shard owner would fire them.
+    """
+    from history import kernel
+    from history.kernel.timers import ShardFence, fire_timers
+    from history.models import Shard, TimerKind, TimerTask, WorkflowExecution
+    from matching.dispatch import poll_once
+
+    start = kernel.StartRequest(workflow_id="ui-bench-long", workflow_type="Bench", task_queue="long")
+    run = WorkflowExecution.objects.get(run_id=kernel.start_workflow_execution(namespace, start).run_id)
+    shard, _ = Shard.objects.get_or_create(shard_id=run.shard_id, defaults={"range_id": 1})
+    fence = ShardFence(shard.shard_id, shard.range_id)
+
+    def fire(kind: str) -> None:
+        rows = [(t.id, str(run.run_id)) for t in TimerTask.objects.filter(run=run, kind=kind)]
+        if rows:
+            fire_timers(fence, rows)
+
+    def activity(n: int) -> dict[str, Any]:
+        policy = {"initial_interval": 1, "maximum_attempts": 1 if n % 20 == 0 else 3}
+        attributes = {"activity_id": f"a{n}", "activity_type": f"Step{n % 7}", "start_to_close_timeout": 60}
+        return {"command_type": "ScheduleActivityTask", "attributes": {**attributes, "retry_policy": policy}}
+
+    n = 0
+    while WorkflowExecution.objects.get(run_id=run.run_id).next_event_id < events:
+        task = poll_once(namespace, "long", "workflow", "bench")
+        assert task is not None
+        timer = {"timer_id": f"t{n}", "start_to_fire_timeout": 5}
+        commands = [activity(n + i) for i in range(40)] + [
+            {"command_type": "StartTimer", "attributes": timer}
+        ]
+        kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=commands)
+        for i in range(40):
+            claimed = poll_once(namespace, "long", "activity", "bench")
+            assert claimed is not None
+            if (n + i) % 4 == 0:
+                kernel.respond_activity_task_failed(
+                    task_token=claimed["task_token"], failure={"message": "flaky"}
+                )
+            else:
+                kernel.respond_activity_task_completed(task_token=claimed["task_token"], result={"i": i})
+        fire(TimerKind.ACTIVITY_RETRY)
+        while (retry := poll_once(namespace, "long", "activity", "bench")) is not None:
+            kernel.respond_activity_task_completed(task_token=retry["task_token"], result="retried")
+        fire(TimerKind.USER_TIMER)
+        kernel.signal_workflow_execution(
+            namespace, workflow_id=run.workflow_id, run_id=None, signal_name="tick", input=[n]
+        )
+        n += 40
+    return WorkflowExecution.objects.get(run_id=run.run_id)
+
+
+def run(runs: int, repeat: int, events: int) -> None:
     import django
 
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
+    from django.template.loader import render_to_string
     from django.test import Client
     from visibility_data import bulk_insert_runs
 
     from executions import visibility
+    from executions.ui import timeline
     from history import kernel
     from history.models import WorkflowExecution
     from namespaces.models import MemberRole, Membership
@@ -73,6 +137,7 @@ def run(runs: int, repeat: int) -> None:
         cursor.execute(f"VACUUM ANALYZE {WorkflowExecution._meta.db_table}")
     start = kernel.StartRequest(workflow_id="ui-bench-run", workflow_type="Bench", task_queue="bench")
     real = WorkflowExecution.objects.get(run_id=kernel.start_workflow_execution(namespace, start).run_id)
+    long = long_run(namespace, events)
     user = get_user_model().objects.create_user("ui-bench")
     Membership.objects.create(user=user, namespace=namespace, role=MemberRole.VIEWER)
     client = Client()
@@ -96,8 +161,19 @@ def run(runs: int, repeat: int) -> None:
         ("execution page", page(f"/ns/uibench/workflows/{real.workflow_id}/runs/{real.run_id}/")),
         ("failure triage, 24 h", page("/ns/uibench/triage/?window=24h")),
         ("failure triage, 7 d", page("/ns/uibench/triage/?window=7d")),
+        (
+            f"execution page, {long.next_event_id - 1:,} events",
+            page(f"/ns/uibench/workflows/{long.workflow_id}/runs/{long.run_id}/"),
+        ),
+        ("(inside it: the timeline)", lambda: timeline_only(long)),
         ("(inside the list: status counts)", lambda: len(visibility.count_by_status(namespace, "")) and 200),
     ]
+
+    def timeline_only(ex: WorkflowExecution) -> int:
+        drawn = timeline.build(ex, [], namespace="uibench", shown=(1, 50), page_size=50)
+        render_to_string("ui/_timeline.html", {"timeline": drawn, "ex": ex})
+        return 200
+
     print(f"{runs:,} runs in the namespace; {repeat} renders per page\n")
     print(f"{'page':<32} {'p50 ms':>8} {'p99 ms':>8}")
     for label, action in cases:

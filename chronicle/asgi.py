@@ -2,7 +2,9 @@
 
 Two Django handlers share one process. ``/api/v1/`` goes to :class:`ApiHandler`,
 which runs no middleware; everything else (UI, admin, schema) gets the full stack
-from ``settings.MIDDLEWARE``.
+from ``settings.MIDDLEWARE``. Websockets (the UI's live mode) go through Channels with
+the session's user (``AuthMiddlewareStack``), from allowed origins only, since a
+session cookie would otherwise let another site open a socket as the signed-in user.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.routing import ProtocolTypeRouter
+from channels.auth import AuthMiddlewareStack
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
 from django.core.asgi import get_asgi_application
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
@@ -57,4 +61,12 @@ def route_http(site: Asgi, api: Asgi) -> Asgi:
 
 
 _site = get_asgi_application()  # sets Django up first
-application = ProtocolTypeRouter({"http": route_http(_site, ApiHandler())})
+
+from executions.ui.urls import websocket_urlpatterns  # noqa: E402  (needs Django set up)
+
+application = ProtocolTypeRouter(
+    {
+        "http": route_http(_site, ApiHandler()),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

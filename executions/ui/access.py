@@ -38,12 +38,25 @@ def memberships(request: HttpRequest) -> list[Membership]:
     return list(own_memberships(request).order_by("namespace__name"))
 
 
+def member_access(user_pk: int | None, namespace_name: str) -> Access | None:
+    """The user's role in the namespace, or None when they are not a member (or it does not exist).
+
+    Pages go through ``reader``; the live websocket, which has a user but no request, calls this.
+    """
+    membership = (
+        Membership.objects.select_related("namespace")
+        .filter(user_id=user_pk or 0, namespace__name=namespace_name)
+        .first()
+    )
+    return None if membership is None else Access(membership.namespace, membership.role)
+
+
 def reader(request: HttpRequest, namespace_name: str) -> Access:
     """The user's role in the namespace; 404 when they are not a member (or it does not exist)."""
-    membership = own_memberships(request).filter(namespace__name=namespace_name).first()
-    if membership is None:
+    access = member_access(request.user.pk, namespace_name)
+    if access is None:
         raise Http404("namespace not found")
-    return Access(membership.namespace, membership.role)
+    return access
 
 
 def operator(request: HttpRequest, namespace_name: str) -> Access:

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods
 from chronicle.errors import ChronicleError, ErrorCode
 from executions import audit, selectors
 from executions.models import EXECUTION_ACTIONS, AuditAction, AuditEntry
+from executions.ui import timeline
 from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
 from history import kernel
 from history.models import HistoryEvent, WorkflowExecution
@@ -82,6 +83,13 @@ def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run
         "attrs_json": _pretty(ex.search_attributes) if ex.search_attributes else "",
         "events": events,
         "next_after": next_after,
+        "timeline": timeline.build(
+            ex,
+            described["pending_activities"],
+            namespace=namespace,
+            shown=timeline.shown(events),
+            page_size=EVENTS_PAGE_SIZE,
+        ),
         "audit": AuditEntry.objects.filter(namespace=access.namespace, run_id=ex.run_id).order_by(
             "-created_at"
         )[:20],

@@ -6,7 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from executions.ui import audit_log, batch, lists, schedules, settings, task_queues, triage
+from executions.ui import audit_log, batch, lists, live, schedules, settings, task_queues, triage
 from executions.ui import executions as ui
 
 WORKFLOW = "ns/<str:namespace>/workflows/<path:workflow_id>/runs/<str:run_id>/"
@@ -58,3 +58,6 @@ urlpatterns = [
     # The UI's stylesheet is served by the app itself, so a deployment needs no web server for it.
     re_path(r"^static/(?P<path>chronicle/.+)$", serve, {"insecure": True}),
 ]
+
+# The execution page's live mode (``chronicle.asgi`` routes websockets here).
+websocket_urlpatterns = [path(live.PATH, live.ExecutionLiveConsumer.as_asgi(), name="ui-live")]
