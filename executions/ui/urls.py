@@ -16,6 +16,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(next_page="/"), name="logout"),
     path("ns/<str:namespace>/", ui.execution_list, name="ui-executions"),
     path(WORKFLOW, ui.execution_detail, name="ui-execution"),
+    path(WORKFLOW + "query/", ui.execution_query, name="ui-query"),
+    path(WORKFLOW + "events/<int:event_id>.json", ui.event_download, name="ui-event-download"),
     path(WORKFLOW + "<str:action>/", ui.execution_action, name="ui-action"),
     # The UI's stylesheet is served by the app itself, so a deployment needs no web server for it.
     re_path(r"^static/(?P<path>chronicle/.+)$", serve, {"insecure": True}),

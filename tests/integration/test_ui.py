@@ -248,7 +248,8 @@ def test_a_double_submitted_form_acts_once() -> None:
     for _ in range(2):
         assert operator.post(detail_url(run, "signal/"), form).status_code == 302
     signals = HistoryEvent.objects.filter(run=run, event_type="WorkflowExecutionSignaled")
-    assert [s.attributes["input"] for s in signals] == [[{"n": 1}]]
+    # The UI sends what was typed as the json/plain payload an SDK worker decodes.
+    assert [s.attributes["input"] for s in signals] == [[{"metadata": {"encoding": "json/plain"}, "data": {"n": 1}}]]
     assert AuditEntry.objects.count() == 1
 
 
