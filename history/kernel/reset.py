@@ -370,10 +370,14 @@ class ResetPointSummary:
     event_id: int
     event_time: datetime
     build_id: str
-    events_by_type: Counter[str] = field(default_factory=Counter)
-    activities: Counter[str] = field(default_factory=Counter)  # "Charge completed" -> count
-    signals: Counter[str] = field(default_factory=Counter)  # signal name -> count
+    events_by_type: dict[str, int] = field(default_factory=dict)
+    activities: dict[str, int] = field(default_factory=dict)  # "Charge completed" -> count
+    signals: dict[str, int] = field(default_factory=dict)  # signal name -> count
     timers_fired: int = 0
+
+
+def _count(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
 
 
 _ACTIVITY_OUTCOMES = {
@@ -415,12 +419,12 @@ def reset_points(base: WorkflowExecution) -> list[ResetPointSummary]:
         if not points or kind in _TASK_NOISE:
             continue
         segment = points[-1]
-        segment.events_by_type[kind] += 1
+        _count(segment.events_by_type, kind)
         if kind in _ACTIVITY_OUTCOMES:
             name = activity_names.get(int(scheduled_id or 0), "")
-            segment.activities[f"{name} {_ACTIVITY_OUTCOMES[kind]}".strip()] += 1
+            _count(segment.activities, f"{name} {_ACTIVITY_OUTCOMES[kind]}".strip())
         elif kind == "WorkflowExecutionSignaled":
-            segment.signals[str(signal_name or "")] += 1
+            _count(segment.signals, str(signal_name or ""))
         elif kind == "TimerFired":
             segment.timers_fired += 1
     return points
