@@ -56,9 +56,9 @@ def test_each_quick_pick_previews_the_point_it_names() -> None:
     url = detail_url(run, "reset/")
 
     page = body_of(operator, url)
-    assert 'First workflow task</a> <span class="muted">(event %d)' % first in page
-    assert 'Last workflow task</a> <span class="muted">(event %d)' % third in page
-    assert 'before the first failure</a> <span class="muted">(event %d)' % second in page
+    assert f'First workflow task</a> <span class="muted">(event {first})' in page
+    assert f'Last workflow task</a> <span class="muted">(event {third})' in page
+    assert f'before the first failure</a> <span class="muted">(event {second})' in page
     assert "?point=build:v1" in page and "?point=build:v2" in page
     for point, expected in [
         ("first", first),
