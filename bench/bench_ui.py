@@ -6,6 +6,10 @@ Loads the same scratch data as ``bench_visibility.py`` (bulk-inserted runs, not 
 writes), signs a viewer in, then renders each page in-process through Django's test
 client (routing, role check, queries, template) and prints p50/p99 per page.
 
+A second run with 5,000 events (workflow tasks each scheduling an activity, the
+activity completing, written through the kernel) measures the execution page, its
+reset page (every eligible point summarised) and a reset preview on a long history.
+
 Usage: python bench/bench_ui.py [--database-url URL] [--runs 100000] [--repeat 50]
 """
 
@@ -17,6 +21,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bench_visibility import admin, pct, with_database  # beside this script
 
@@ -70,6 +75,10 @@ def run(runs: int, repeat: int) -> None:
     client = Client()
     client.force_login(user)
 
+    long_run = long_history_run(namespace, events=5_000)
+    long_url = f"/ns/uibench/workflows/{long_run.workflow_id}/runs/{long_run.run_id}/"
+    Membership.objects.filter(user=user).update(role=MemberRole.OPERATOR)  # the reset page needs it
+
     deep = "/ns/uibench/"
     for _ in range(50):  # follow "Next page" 50 times: page 51
         link = re.search(r'href="\?([^"]+)" rel="next"', client.get(deep).content.decode())
@@ -85,6 +94,9 @@ def run(runs: int, repeat: int) -> None:
         ("list, status = Failed", page("/ns/uibench/?status=Failed")),
         ("list, sorted by close time", page("/ns/uibench/?sort=CloseTime&dir=desc")),
         ("execution page", page(f"/ns/uibench/workflows/{real.workflow_id}/runs/{real.run_id}/")),
+        ("execution page, 5,000 events", page(long_url)),
+        ("reset page, 5,000 events", page(long_url + "reset/")),
+        ("reset preview, 5,000 events", page(long_url + "reset/?point=first")),
         ("(inside the list: status counts)", lambda: len(visibility.count_by_status(namespace, "")) and 200),
     ]
     print(f"{runs:,} runs in the namespace; {repeat} renders per page\n")
@@ -97,6 +109,32 @@ def run(runs: int, repeat: int) -> None:
             action()
             samples.append((time.perf_counter() - begin) * 1000)
         print(f"{label:<32} {pct(samples, 50):>8.2f} {pct(samples, 99):>8.2f}")
+
+
+def long_history_run(namespace: Any, *, events: int) -> Any:
+    """A running run with about ``events`` events, written through the kernel as a worker would.
+
+    Each round is a workflow task that schedules an activity and the activity completing
+    (six events), so the history has many reset points and activities to summarise.
+    """
+    from history import kernel
+    from history.models import WorkflowExecution
+    from matching.dispatch import poll_once
+
+    request = kernel.StartRequest(workflow_id="ui-bench-long", workflow_type="Bench", task_queue="long")
+    run_id = kernel.start_workflow_execution(namespace, request).run_id
+    for n in range(events // 6):
+        task = poll_once(namespace, "long", "workflow", "bench")
+        assert task is not None
+        command = {
+            "command_type": "ScheduleActivityTask",
+            "attributes": {"activity_id": f"a{n}", "activity_type": "Step", "start_to_close_timeout": 60},
+        }
+        kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=[command])
+        activity = poll_once(namespace, "long", "activity", "bench")
+        assert activity is not None
+        kernel.respond_activity_task_completed(task_token=activity["task_token"], result=[{"n": n}])
+    return WorkflowExecution.objects.get(run_id=run_id)
 
 
 if __name__ == "__main__":
