@@ -26,6 +26,7 @@ from history import kernel
 from history.kernel.reset import (
     BuildIdPoint,
     QuickPick,
+    ResetPointSummary,
     builds_seen,
     first_failure_event_id,
     reset_points,
@@ -427,13 +428,46 @@ def _quick_picks(ex: WorkflowExecution) -> list[dict[str, Any]]:
     return picks
 
 
-def _reset_centre(ex: WorkflowExecution) -> dict[str, Any]:
-    """What the reset page offers: quick picks, the builds seen and every eligible point."""
+POINTS_PAGE = 100
+
+
+def _point_summary(point: ResetPointSummary) -> str:
+    """One line saying what happened between a point and the next (formatted here, not in the
+    template, so a long history's picker stays cheap to render)."""
+    parts = [", ".join(f"{n} {kind}" for kind, n in point.events_by_type.items()) or "nothing"]
+    if point.activities:
+        parts.append("activities: " + ", ".join(_times(k, n) for k, n in point.activities.items()))
+    if point.signals:
+        parts.append("signals: " + ", ".join(_times(k, n) for k, n in point.signals.items()))
+    return "; ".join(parts)
+
+
+def _times(name: str, count: int) -> str:
+    return f"{name} ×{count}" if count > 1 else name
+
+
+def _reset_centre(request: HttpRequest, ex: WorkflowExecution, selected: int | None) -> dict[str, Any]:
+    """What the reset page offers: quick picks, the builds seen and a page of eligible points.
+
+    The picker shows ``POINTS_PAGE`` points at a time: the page holding the chosen point,
+    else the latest page (``points_page`` picks another).
+    """
     points = reset_points(ex)
+    pages = max(1, -(-len(points) // POINTS_PAGE))
+    default = next((i // POINTS_PAGE for i, p in enumerate(points) if p.event_id == selected), pages - 1)
+    try:
+        page = min(max(0, int(request.GET.get("points_page", default))), pages - 1)
+    except ValueError:
+        page = default
+    shown = points[page * POINTS_PAGE : (page + 1) * POINTS_PAGE]
     return {
         "quick_picks": _quick_picks(ex),
         "builds": builds_seen(points),
-        "points": points,
+        "points_total": len(points),
+        "points": [{"point": p, "summary": _point_summary(p)} for p in shown],
+        "points_pages": [{"index": i, "label": i + 1, "current": i == page} for i in range(pages)]
+        if pages > 1
+        else [],
         "first_failure": first_failure_event_id(ex),
     }
 
@@ -469,10 +503,11 @@ def execution_action(
     context: dict[str, Any] = {"access": access, "ex": ex, "action": action, "form": form}
     context["memberships"] = memberships(request)
     try:
-        if action == AuditAction.RESET:
-            context.update(_reset_centre(ex))
         if action == AuditAction.RESET and form["point"]:
             context["preview"] = _preview(access, ex, form)
+        if action == AuditAction.RESET:
+            selected = context["preview"]["reset_event_id"] if "preview" in context else None
+            context.update(_reset_centre(request, ex, selected))
         if request.method == "GET":
             return render(request, "ui/action.html", context)
         done = audit.already_done(access.namespace, form["request_id"])

@@ -91,7 +91,8 @@ def test_the_point_picker_lists_points_with_what_happened_between_them() -> None
         for m in re.finditer(r'<tr id="point-(\d+)"[^>]*>(.*?)</tr>', page, flags=re.S)
     }
     assert list(rows) == [first, second, third]
-    assert "Charge completed" in rows[first] and "approve" in rows[first] and "v1" in rows[first]
+    assert "activities: Charge completed" in rows[first] and "signals: approve" in rows[first]
+    assert "v1" in rows[first]
     assert "Ship failed" in rows[second] and "1 ActivityTaskFailed" in rows[second]
     assert "1 TimerStarted" in rows[third]
     assert "first failure at event" in page
