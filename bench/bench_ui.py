@@ -6,9 +6,12 @@ Python memory).
 
 Loads the same scratch data as ``bench_visibility.py`` (bulk-inserted runs, not kernel
 writes), drives one run through the kernel in process to about 5,000 events (activities
-completed, failed and retried, timers fired, signals), signs a viewer in, then renders
+completed, failed and retried, timers fired, signals), signs an operator in, then renders
 each page in-process through Django's test client (routing, role check, queries,
 template) and prints p50/p99 per page.
+
+The long run is also where its reset page (every eligible point summarised) and a reset
+preview are measured.
 
 Usage: python bench/bench_ui.py [--database-url URL] [--runs 100000] [--repeat 50] [--events 5000]
 """
@@ -138,8 +141,10 @@ def run(runs: int, repeat: int, events: int) -> None:
     start = kernel.StartRequest(workflow_id="ui-bench-run", workflow_type="Bench", task_queue="bench")
     real = WorkflowExecution.objects.get(run_id=kernel.start_workflow_execution(namespace, start).run_id)
     long = long_run(namespace, events)
+    long_url = f"/ns/uibench/workflows/{long.workflow_id}/runs/{long.run_id}/"
     user = get_user_model().objects.create_user("ui-bench")
-    Membership.objects.create(user=user, namespace=namespace, role=MemberRole.VIEWER)
+    # An operator: the reset page needs the role; reading pages is the same for every role.
+    Membership.objects.create(user=user, namespace=namespace, role=MemberRole.OPERATOR)
     client = Client()
     client.force_login(user)
 
@@ -161,11 +166,10 @@ def run(runs: int, repeat: int, events: int) -> None:
         ("execution page", page(f"/ns/uibench/workflows/{real.workflow_id}/runs/{real.run_id}/")),
         ("failure triage, 24 h", page("/ns/uibench/triage/?window=24h")),
         ("failure triage, 7 d", page("/ns/uibench/triage/?window=7d")),
-        (
-            f"execution page, {long.next_event_id - 1:,} events",
-            page(f"/ns/uibench/workflows/{long.workflow_id}/runs/{long.run_id}/"),
-        ),
+        (f"execution page, {long.next_event_id - 1:,} events", page(long_url)),
         ("(inside it: the timeline)", lambda: timeline_only(long)),
+        ("reset page, long run", page(long_url + "reset/")),
+        ("reset preview, long run", page(long_url + "reset/?point=first")),
         ("(inside the list: status counts)", lambda: len(visibility.count_by_status(namespace, "")) and 200),
     ]
 
@@ -206,5 +210,3 @@ def export_all(namespace: object) -> None:
     )
 
 
-if __name__ == "__main__":
-    main()

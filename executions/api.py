@@ -65,6 +65,36 @@ def _wait_for(key: str, timeout: float) -> None:
     async_to_sync(wait)()
 
 
+def query_workflow(
+    namespace: Namespace, *, workflow_id: str, run_id: str | None, query_type: str, query_args: list[Any]
+) -> Any:
+    """Ask a worker and wait for its answer: the one query path of the REST API and the UI.
+
+    Raises ``query_failed`` when the handler failed (or none exists) and
+    ``deadline_exceeded`` when no worker answered within the query timeout.
+    """
+    query = kernel.create_query(
+        namespace, workflow_id=workflow_id, run_id=run_id, query_type=query_type, query_args=query_args
+    )
+    deadline = time.monotonic() + engine_settings().query_timeout_seconds
+    try:
+        while True:
+            query.refresh_from_db()
+            if query.state == QueryState.ANSWERED:
+                return query.answer
+            if query.state == QueryState.FAILED:
+                raise ChronicleError(ErrorCode.QUERY_FAILED, query.error_message)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChronicleError(
+                    ErrorCode.DEADLINE_EXCEEDED,
+                    "no worker answered the query in time (is a worker polling the task queue?)",
+                )
+            _wait_for(f"query:{query.id}", min(remaining, engine_settings().safety_recheck_seconds))
+    finally:
+        WorkflowQuery.objects.filter(id=query.id).delete()
+
+
 @extend_schema_serializer(component_name="StartWorkflowRequest")
 class StartSerializer(serializers.Serializer[Any]):
     workflow_id = StrictCharField(max_length=1000)
@@ -325,24 +355,8 @@ class QueryApi(NamespaceApi):
         ns = self.namespace(request, namespace)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        query = kernel.create_query(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
-        deadline = time.monotonic() + engine_settings().query_timeout_seconds
-        try:
-            while True:
-                query.refresh_from_db()
-                if query.state == QueryState.ANSWERED:
-                    return Response({"answer": query.answer})
-                if query.state == QueryState.FAILED:
-                    raise ChronicleError(ErrorCode.QUERY_FAILED, query.error_message)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise ChronicleError(
-                        ErrorCode.DEADLINE_EXCEEDED,
-                        "no worker answered the query in time (is a worker polling the task queue?)",
-                    )
-                _wait_for(f"query:{query.id}", min(remaining, engine_settings().safety_recheck_seconds))
-        finally:
-            WorkflowQuery.objects.filter(id=query.id).delete()
+        answer = query_workflow(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
+        return Response({"answer": answer})
 
 
 class HistoryApi(NamespaceApi):

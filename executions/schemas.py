@@ -158,6 +158,20 @@ class _SignalSerializer(serializers.Serializer[Any]):
     signal_name = serializers.CharField()
 
 
+class _SideEffectSerializer(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField()
+    event_id = serializers.IntegerField()
+    workflow_id = serializers.CharField()
+
+
+class _ChildStartedSerializer(_SideEffectSerializer):
+    run_id_started = serializers.UUIDField(help_text="the child's run")
+
+
+class _SignalSentSerializer(_SideEffectSerializer):
+    signal_name = serializers.CharField()
+
+
 class _TimerSerializer(serializers.Serializer[Any]):
     timer_id = serializers.CharField()
     fire_at = serializers.DateTimeField()
@@ -190,10 +204,14 @@ class ResetPreviewSerializer(serializers.Serializer[Any]):
     current_run_id = serializers.UUIDField()
     terminates_current_run = serializers.BooleanField()
     reset_event_id = serializers.IntegerField()
+    reapply_signals = serializers.BooleanField()
     events_kept = serializers.IntegerField()
     events_dropped = serializers.IntegerField()
     events_dropped_by_type = serializers.DictField(child=serializers.IntegerField())
     signals_to_reapply = _SignalSerializer(many=True)
+    signals_not_reapplied = _SignalSerializer(
+        many=True, help_text="signals after the point left out because reapply_signals is false"
+    )
     activities_rescheduled = _ResetActivitySerializer(
         many=True, help_text="pending at the point: scheduled again from now"
     )
@@ -210,6 +228,12 @@ class ResetPreviewSerializer(serializers.Serializer[Any]):
     pending_dropped = _PendingDroppedSerializer(help_text="the current run's pending work, ended with it")
     activities_completed_after_point = _CompletedActivitySerializer(
         many=True, help_text="side effects already done; the new run may run them again"
+    )
+    children_started_after_point = _ChildStartedSerializer(
+        many=True, help_text="children already started after the point; they keep running"
+    )
+    signals_sent_after_point = _SignalSentSerializer(
+        many=True, help_text="signals already sent to other workflows; the new run may send them again"
     )
 
 

@@ -4,20 +4,33 @@ cancel, signal, reset). The list of executions is in ``executions.ui.lists``."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from chronicle.errors import ChronicleError, ErrorCode
 from executions import audit, selectors
+from executions.api import query_workflow
 from executions.models import EXECUTION_ACTIONS, AuditAction, AuditEntry
-from executions.ui import timeline
+from executions.ui import panels, timeline
 from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
+from executions.ui.panels import pretty as _pretty
 from history import kernel
+from history.kernel.reset import (
+    BuildIdPoint,
+    QuickPick,
+    ResetPointSummary,
+    builds_seen,
+    first_failure_event_id,
+    reset_points,
+    resolve_reset_point,
+)
 from history.models import HistoryEvent, WorkflowExecution
 
 EVENTS_PAGE_SIZE = 50
@@ -41,7 +54,7 @@ def index(request: HttpRequest) -> HttpResponse:
 def _event_rows(ex: WorkflowExecution, after: int) -> tuple[list[dict[str, Any]], int | None]:
     events, next_after = selectors.history_page(ex, after_event_id=after, page_size=EVENTS_PAGE_SIZE)
     for event in events:
-        event["pretty"] = json.dumps(event["attributes"], indent=2, sort_keys=True, default=str)
+        event["pretty"] = _pretty(panels.readable(event["attributes"]))
         event["large"] = len(event["pretty"]) > LARGE_PAYLOAD_CHARS
     return events, next_after
 
@@ -55,10 +68,6 @@ def _current_task_failure(ex: WorkflowExecution) -> dict[str, Any] | None:
         return None
     failure = event.attributes.get("failure") or {}
     return {"attempt": ex.wft_attempt, "cause": event.attributes.get("cause", ""), "failure": failure}
-
-
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
 @login_required
@@ -77,8 +86,14 @@ def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run
         "d": described,
         "duration": (ex.close_time - ex.start_time) if ex.close_time else None,
         "task_failure": _current_task_failure(ex),
-        "result_json": _pretty(described["result"]) if described["result"] is not None else "",
-        "failure_json": _pretty(described["failure"]) if described["failure"] else "",
+        "result_json": _pretty(panels.readable(described["result"]))
+        if described["result"] is not None
+        else "",
+        "failure_json": _pretty(panels.readable(described["failure"])) if described["failure"] else "",
+        "activities": _pending_activities(described["pending_activities"]),
+        "timers": panels.pending_timers(ex),
+        "children": panels.children_tree(ex),
+        "lineage": panels.reset_lineage(ex),
         "memo_json": _pretty(ex.memo) if ex.memo else "",
         "attrs_json": _pretty(ex.search_attributes) if ex.search_attributes else "",
         "events": events,
@@ -98,6 +113,134 @@ def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run
     return render(request, "ui/execution.html", context)
 
 
+def _pending_activities(described: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pending activities with the failure and heartbeat details ready to read."""
+    for activity in described:
+        activity["failure_json"] = _pretty(activity["last_failure"]) if activity["last_failure"] else ""
+        details = activity["heartbeat_details"]
+        activity["heartbeat_json"] = _pretty(panels.readable(details)) if details is not None else ""
+        activity["next_retry"] = activity["next_attempt_schedule_time"] if activity["attempt"] > 1 else None
+    return described
+
+
+@login_required
+def event_download(
+    request: HttpRequest, namespace: str, workflow_id: str, run_id: str, event_id: int
+) -> HttpResponse:
+    """One event as a JSON file, with payloads kept in the payload store put back in full."""
+    access = reader(request, namespace)
+    ex = _run(access, workflow_id, run_id)
+    event = HistoryEvent.objects.filter(run=ex, event_id=event_id).first()
+    if event is None:
+        raise Http404("event not found")
+    body = {
+        "workflow_id": ex.workflow_id,
+        "run_id": str(ex.run_id),
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+        "event_time": event.event_time.isoformat(),
+        "attributes": panels.with_stored_payloads(access.namespace, event.attributes),
+    }
+    response = JsonResponse(body, json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="{ex.run_id}-event-{event.event_id}.json"'
+    return response
+
+
+# ---------------------------------------------------------------- query
+
+
+def _known_query_names(access: Access, ex: WorkflowExecution) -> list[str]:
+    """Query names asked of this workflow type before (workers do not report their handlers)."""
+    names = (
+        AuditEntry.objects.filter(
+            namespace=access.namespace,
+            action=AuditAction.QUERY,
+            details__workflow_type=ex.workflow_type,
+        )
+        .values_list("details__query_type", flat=True)
+        .distinct()[:50]
+    )
+    return sorted(str(n) for n in names if n)
+
+
+def _json_list(raw: str, what: str) -> list[Any]:
+    """A JSON value typed into a form; a list is the arguments, anything else one argument."""
+    if not raw.strip():
+        return []
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"{what} is not JSON: {error}") from None
+    return value if isinstance(value, list) else [value]
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def execution_query(request: HttpRequest, namespace: str, workflow_id: str, run_id: str) -> HttpResponse:
+    """Ask the run's worker a query and show the answer; every query is audited.
+
+    Any member may query (it is a read), but answers can expose data, so each one is
+    recorded as ``AuditAction.QUERY`` with its name and outcome (never the answer).
+    """
+    access = reader(request, namespace)
+    ex = _run(access, workflow_id, run_id)
+    source = request.POST if request.method == "POST" else request.GET
+    form = {key: source.get(key, "").strip() for key in ("query_type", "query_args", "reason")}
+    form["request_id"] = form_request_id(request)
+    context: dict[str, Any] = {"access": access, "ex": ex, "action": "query", "form": form}
+    context["known_queries"] = _known_query_names(access, ex)
+    context["memberships"] = memberships(request)
+    if request.method == "GET":
+        return render(request, "ui/action.html", context)
+    try:
+        if not form["query_type"]:
+            raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "a query name is required")
+        args = panels.as_payloads(_json_list(form["query_args"], "query arguments"))
+        answer = _audited_query(request, access, ex, form, args)
+    except ChronicleError as error:
+        context["error"] = error
+        return render(request, "ui/action.html", context, status=error.status)
+    context.update(answer_json=_pretty(panels.readable(answer)), answered_at=timezone.now())
+    context["form"] = {**form, "request_id": str(uuid.uuid4())}  # the next query is a new one
+    return render(request, "ui/action.html", context)
+
+
+def _audited_query(
+    request: HttpRequest, access: Access, ex: WorkflowExecution, form: dict[str, str], args: list[Any]
+) -> Any:
+    details = {"query_type": form["query_type"], "workflow_type": ex.workflow_type}
+    entry = {"actor": actor(request), "action": AuditAction.QUERY, "reason": form["reason"]}
+    try:
+        answer = query_workflow(
+            access.namespace,
+            workflow_id=ex.workflow_id,
+            run_id=str(ex.run_id),
+            query_type=form["query_type"],
+            query_args=args,
+        )
+    except ChronicleError as error:
+        audit.record(
+            access.namespace,
+            request_id=form["request_id"],
+            workflow_id=ex.workflow_id,
+            run_id=str(ex.run_id),
+            details=details,
+            result=f"failed: {error.message}"[:1000],
+            **entry,
+        )
+        raise
+    audit.record(
+        access.namespace,
+        request_id=form["request_id"],
+        workflow_id=ex.workflow_id,
+        run_id=str(ex.run_id),
+        details=details,
+        result="answered",
+        **entry,
+    )
+    return answer
+
+
 # ---------------------------------------------------------------- operator actions
 
 
@@ -105,25 +248,42 @@ def _detail_url(access: Access, ex: WorkflowExecution, run_id: str | None = None
     return reverse("ui-execution", args=[access.namespace.name, ex.workflow_id, run_id or str(ex.run_id)])
 
 
+QUICK_PICKS: tuple[tuple[QuickPick, str], ...] = (
+    ("first", "First workflow task"),
+    ("last", "Last workflow task"),
+    ("before_failure", "Last workflow task before the first failure"),
+)
+BUILD_PREFIX = "build:"
+
+
 def _reset_point(raw: str) -> kernel.ResetPoint:
-    if raw in ("first", "last"):
+    """A form's point: an event id, a quick pick, or ``build:<id>`` (the kernel resolves it)."""
+    if raw in ("first", "last", "before_failure"):
         return raw  # type: ignore[return-value]
+    if raw.startswith(BUILD_PREFIX):
+        return BuildIdPoint(raw.removeprefix(BUILD_PREFIX))
     try:
         return int(raw)
     except ValueError:
         raise ChronicleError(
-            ErrorCode.INVALID_ARGUMENT, "reset point must be an event id, first or last"
+            ErrorCode.INVALID_ARGUMENT,
+            "reset point must be an event id, first, last, before_failure or build:<build id>",
         ) from None
 
 
+def _reapply_signals(request: HttpRequest) -> bool:
+    """The re-apply toggle: on unless the form's last ``reapply_signals`` value is "0".
+
+    The form sends a hidden "0" before the checkbox's "1", so an unchecked box reads as
+    off while a link without the field (a quick pick) keeps the default, on.
+    """
+    source = request.POST if request.method == "POST" else request.GET
+    values = source.getlist("reapply_signals")
+    return not values or values[-1] != "0"
+
+
 def _signal_input(raw: str) -> list[Any]:
-    if not raw.strip():
-        return []
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"signal input is not JSON: {error}") from None
-    return value if isinstance(value, list) else [value]
+    return panels.as_payloads(_json_list(raw, "signal input"))
 
 
 def _perform(access: Access, ex: WorkflowExecution, action: str, form: dict[str, str], identity: str) -> str:
@@ -153,6 +313,7 @@ def _perform(access: Access, ex: WorkflowExecution, action: str, form: dict[str,
         workflow_id=wf,
         run_id=run,
         point=_reset_point(form["point"]),
+        reapply_signals=form["reapply_signals"] != "0",
         reason=reason,
         request_id=form["request_id"],
         identity=identity,
@@ -165,13 +326,73 @@ def _action_form(request: HttpRequest) -> dict[str, str]:
     keys = ("reason", "request_id", "signal_name", "signal_input", "point")
     form = {key: source.get(key, "").strip() for key in keys}
     form["request_id"] = form_request_id(request)
+    form["reapply_signals"] = "1" if _reapply_signals(request) else "0"
     return form
 
 
-def _preview(access: Access, ex: WorkflowExecution, point: str) -> dict[str, Any]:
+def _preview(access: Access, ex: WorkflowExecution, form: dict[str, str]) -> dict[str, Any]:
     return kernel.preview_reset(
-        access.namespace, workflow_id=ex.workflow_id, run_id=str(ex.run_id), point=_reset_point(point)
+        access.namespace,
+        workflow_id=ex.workflow_id,
+        run_id=str(ex.run_id),
+        point=_reset_point(form["point"]),
+        reapply_signals=form["reapply_signals"] != "0",
     )
+
+
+def _quick_picks(ex: WorkflowExecution) -> list[dict[str, Any]]:
+    """Each quick pick with the event it resolves to, or why the run has none."""
+    picks = []
+    for value, label in QUICK_PICKS:
+        try:
+            picks.append({"value": value, "label": label, "event_id": resolve_reset_point(ex, value)})
+        except ChronicleError as error:
+            picks.append({"value": value, "label": label, "event_id": None, "why_not": error.message})
+    return picks
+
+
+POINTS_PAGE = 100
+
+
+def _point_summary(point: ResetPointSummary) -> str:
+    """One line saying what happened between a point and the next (formatted here, not in the
+    template, so a long history's picker stays cheap to render)."""
+    parts = [", ".join(f"{n} {kind}" for kind, n in point.events_by_type.items()) or "nothing"]
+    if point.activities:
+        parts.append("activities: " + ", ".join(_times(k, n) for k, n in point.activities.items()))
+    if point.signals:
+        parts.append("signals: " + ", ".join(_times(k, n) for k, n in point.signals.items()))
+    return "; ".join(parts)
+
+
+def _times(name: str, count: int) -> str:
+    return f"{name} ×{count}" if count > 1 else name
+
+
+def _reset_centre(request: HttpRequest, ex: WorkflowExecution, selected: int | None) -> dict[str, Any]:
+    """What the reset page offers: quick picks, the builds seen and a page of eligible points.
+
+    The picker shows ``POINTS_PAGE`` points at a time: the page holding the chosen point,
+    else the latest page (``points_page`` picks another).
+    """
+    points = reset_points(ex)
+    pages = max(1, -(-len(points) // POINTS_PAGE))
+    default = next((i // POINTS_PAGE for i, p in enumerate(points) if p.event_id == selected), pages - 1)
+    try:
+        page = min(max(0, int(request.GET.get("points_page", default))), pages - 1)
+    except ValueError:
+        page = default
+    shown = points[page * POINTS_PAGE : (page + 1) * POINTS_PAGE]
+    return {
+        "quick_picks": _quick_picks(ex),
+        "builds": builds_seen(points),
+        "points_total": len(points),
+        "points": [{"point": p, "summary": _point_summary(p)} for p in shown],
+        "points_pages": [{"index": i, "label": i + 1, "current": i == page} for i in range(pages)]
+        if pages > 1
+        else [],
+        "first_failure": first_failure_event_id(ex),
+    }
 
 
 def _validate(action: str, form: dict[str, str]) -> None:
@@ -181,6 +402,15 @@ def _validate(action: str, form: dict[str, str]) -> None:
         raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "a signal name is required")
     if action == AuditAction.RESET and not form["point"]:
         raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "a reset point is required")
+
+
+def _audit_details(action: str, form: dict[str, str]) -> dict[str, Any]:
+    details: dict[str, Any] = {
+        key: form[key] for key in ("signal_name", "signal_input", "point") if form[key]
+    }
+    if action == AuditAction.RESET:
+        details["reapply_signals"] = form["reapply_signals"] != "0"
+    return details
 
 
 @login_required
@@ -194,10 +424,13 @@ def execution_action(
     ex = _run(access, workflow_id, run_id)
     form = _action_form(request)
     context: dict[str, Any] = {"access": access, "ex": ex, "action": action, "form": form}
+    context["memberships"] = memberships(request)
     try:
         if action == AuditAction.RESET and form["point"]:
-            context["preview"] = preview = _preview(access, ex, form["point"])
-            context["preview_json"] = _pretty(preview)
+            context["preview"] = _preview(access, ex, form)
+        if action == AuditAction.RESET:
+            selected = context["preview"]["reset_event_id"] if "preview" in context else None
+            context.update(_reset_centre(request, ex, selected))
         if request.method == "GET":
             return render(request, "ui/action.html", context)
         done = audit.already_done(access.namespace, form["request_id"])
@@ -212,7 +445,7 @@ def execution_action(
                 reason=form["reason"],
                 workflow_id=ex.workflow_id,
                 run_id=str(ex.run_id),
-                details={key: form[key] for key in ("signal_name", "signal_input", "point") if form[key]},
+                details=_audit_details(action, form),
                 result=result,
             )
     except ChronicleError as error:

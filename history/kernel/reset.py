@@ -77,7 +77,35 @@ EXTERNAL_END_EVENTS = frozenset(
         "RequestCancelExternalWorkflowExecutionFailed",
     }
 )
-ResetPoint = int | Literal["first", "last"]
+FAILURE_EVENTS = frozenset(
+    {
+        "WorkflowTaskFailed",
+        "WorkflowTaskTimedOut",
+        "ActivityTaskFailed",
+        "ActivityTaskTimedOut",
+        "StartChildWorkflowExecutionFailed",
+        "ChildWorkflowExecutionFailed",
+        "ChildWorkflowExecutionTimedOut",
+        "WorkflowExecutionFailed",
+        "WorkflowExecutionTimedOut",
+    }
+)
+SIDE_EFFECT_EVENTS = {
+    "ActivityTaskCompleted": "activities_completed_after_point",
+    "ChildWorkflowExecutionStarted": "children_started_after_point",
+    "SignalExternalWorkflowExecutionInitiated": "signals_sent_after_point",
+}
+
+
+@dataclass(frozen=True)
+class BuildIdPoint:
+    """The first workflow task a given worker build completed: where that build's decisions begin."""
+
+    build_id: str
+
+
+QuickPick = Literal["first", "last", "before_failure"]
+ResetPoint = int | QuickPick | BuildIdPoint
 
 
 # -- the state at a point of history ----------------------------------------------------------
@@ -238,25 +266,23 @@ def replay_state(events: list[HistoryEvent]) -> ReplayedState:
 
 # -- choosing the point -----------------------------------------------------------------------
 def resolve_reset_point(base: WorkflowExecution, point: ResetPoint) -> int:
-    """The ``workflow_task_finish_event_id`` for an explicit id or "first"/"last" workflow task."""
-    if point in ("first", "last"):
-        completed = HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskCompleted")
-        order = "event_id" if point == "first" else "-event_id"
-        found = completed.order_by(order).values_list("event_id", flat=True).first()
-        if found is None:
-            # Temporal's fallback: the event after the first workflow task's Scheduled.
-            scheduled = (
-                HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskScheduled")
-                .order_by("event_id")
-                .values_list("event_id", flat=True)
-                .first()
-            )
-            found = scheduled + 1 if scheduled is not None else None
-        if found is None or found >= base.next_event_id:
-            raise invalid("the run has no workflow task to reset to")
-        return int(found)
+    """The ``workflow_task_finish_event_id`` that ``point`` names in ``base``'s history.
+
+    ``point`` is an explicit event id, a quick pick ("first"/"last" workflow task, or
+    "before_failure": the last one completed before the run's first failure) or a
+    :class:`BuildIdPoint`. A point the run does not have is a clear ``invalid`` error.
+    """
+    if isinstance(point, BuildIdPoint):
+        return _first_completed_by_build(base, point.build_id)
+    if point == "before_failure":
+        return _last_completed_before_failure(base)
+    if point == "first" or point == "last":
+        return _first_or_last_task(base, first=point == "first")
     if not isinstance(point, int) or isinstance(point, bool):
-        raise invalid("event_id must be an integer, or reset_type FirstWorkflowTask or LastWorkflowTask")
+        raise invalid(
+            "event_id must be an integer, or reset_type FirstWorkflowTask, LastWorkflowTask, "
+            "LastWorkflowTaskBeforeFailure or a build id"
+        )
     event = HistoryEvent.objects.filter(run=base, event_id=point).first()
     if event is None or point <= 1:
         raise invalid(f"event {point} is not in the run's history", event_id=point)
@@ -270,6 +296,145 @@ def resolve_reset_point(base: WorkflowExecution, point: ResetPoint) -> int:
     return point
 
 
+def _completed_tasks(base: WorkflowExecution) -> Any:
+    return HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskCompleted")
+
+
+def _first_or_last_task(base: WorkflowExecution, *, first: bool) -> int:
+    order = "event_id" if first else "-event_id"
+    found = _completed_tasks(base).order_by(order).values_list("event_id", flat=True).first()
+    if found is None:
+        # Temporal's fallback: the event after the first workflow task's Scheduled.
+        scheduled = (
+            HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskScheduled")
+            .order_by("event_id")
+            .values_list("event_id", flat=True)
+            .first()
+        )
+        found = scheduled + 1 if scheduled is not None else None
+    if found is None or found >= base.next_event_id:
+        raise invalid("the run has no workflow task to reset to")
+    return int(found)
+
+
+def first_failure_event_id(base: WorkflowExecution) -> int | None:
+    """The run's first failure event (a failed or timed-out task, activity, child or run).
+
+    A ``WorkflowTaskFailed`` written by an earlier reset is bookkeeping, not a failure.
+    """
+    failures = HistoryEvent.objects.filter(run=base, event_type__in=FAILURE_EVENTS).exclude(
+        event_type="WorkflowTaskFailed", attributes__cause=RESET_CAUSE
+    )
+    found = failures.order_by("event_id").values_list("event_id", flat=True).first()
+    return int(found) if found is not None else None
+
+
+def _last_completed_before_failure(base: WorkflowExecution) -> int:
+    failure = first_failure_event_id(base)
+    if failure is None:
+        raise invalid("the run has no failure to reset before")
+    found = (
+        _completed_tasks(base)
+        .filter(event_id__lt=failure)
+        .order_by("-event_id")
+        .values_list("event_id", flat=True)
+        .first()
+    )
+    if found is None:
+        raise invalid(
+            f"no workflow task completed before the first failure (event {failure})", event_id=failure
+        )
+    return int(found)
+
+
+def _first_completed_by_build(base: WorkflowExecution, build_id: str) -> int:
+    if not build_id:
+        raise invalid("a build id is required")
+    found = (
+        _completed_tasks(base)
+        .filter(attributes__worker_version__build_id=build_id)
+        .order_by("event_id")
+        .values_list("event_id", flat=True)
+        .first()
+    )
+    if found is None:
+        raise invalid(f"no workflow task of the run was completed by build {build_id!r}", build_id=build_id)
+    return int(found)
+
+
+# -- the points a run offers ------------------------------------------------------------------
+@dataclass
+class ResetPointSummary:
+    """One eligible point (a ``WorkflowTaskCompleted``) and what happened up to the next one."""
+
+    event_id: int
+    event_time: datetime
+    build_id: str
+    events_by_type: dict[str, int] = field(default_factory=dict)
+    activities: dict[str, int] = field(default_factory=dict)  # "Charge completed" -> count
+    signals: dict[str, int] = field(default_factory=dict)  # signal name -> count
+    timers_fired: int = 0
+
+
+def _count(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+_ACTIVITY_OUTCOMES = {
+    "ActivityTaskCompleted": "completed",
+    "ActivityTaskFailed": "failed",
+    "ActivityTaskTimedOut": "timed out",
+    "ActivityTaskCanceled": "canceled",
+}
+_TASK_NOISE = frozenset({"WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted"})
+
+
+def reset_points(base: WorkflowExecution) -> list[ResetPointSummary]:
+    """Every point ``base`` can be reset to, each with a summary of the events after it.
+
+    One pass over the run's events that reads only the few attributes it summarises (no
+    payloads), so it stays cheap for long histories.
+    """
+    rows = (
+        HistoryEvent.objects.filter(run=base)
+        .order_by("event_id")
+        .values_list(
+            "event_id",
+            "event_type",
+            "event_time",
+            "attributes__activity_type__name",
+            "attributes__scheduled_event_id",
+            "attributes__signal_name",
+            "attributes__worker_version__build_id",
+        )
+    )
+    points: list[ResetPointSummary] = []
+    activity_names: dict[int, str] = {}
+    for event_id, kind, at, activity_type, scheduled_id, signal_name, build_id in rows.iterator(2000):
+        if kind == "ActivityTaskScheduled":
+            activity_names[event_id] = str(activity_type or "")
+        if kind == "WorkflowTaskCompleted":
+            points.append(ResetPointSummary(event_id, at, str(build_id or "")))
+            continue
+        if not points or kind in _TASK_NOISE:
+            continue
+        segment = points[-1]
+        _count(segment.events_by_type, kind)
+        if kind in _ACTIVITY_OUTCOMES:
+            name = activity_names.get(int(scheduled_id or 0), "")
+            _count(segment.activities, f"{name} {_ACTIVITY_OUTCOMES[kind]}".strip())
+        elif kind == "WorkflowExecutionSignaled":
+            _count(segment.signals, str(signal_name or ""))
+        elif kind == "TimerFired":
+            segment.timers_fired += 1
+    return points
+
+
+def builds_seen(points: list[ResetPointSummary]) -> list[str]:
+    """The worker builds that completed the run's workflow tasks, in order of first appearance."""
+    return list(dict.fromkeys(p.build_id for p in points if p.build_id))
+
+
 # -- what a reset would do --------------------------------------------------------------------
 @dataclass
 class ResetPlan:
@@ -280,7 +445,13 @@ class ResetPlan:
     event_id: int
     kept: list[HistoryEvent]
     state: ReplayedState
-    signals: list[tuple[uuid.UUID, dict[str, Any]]]  # (recorded on run, signal attributes)
+    signals_after: list[tuple[uuid.UUID, dict[str, Any]]]  # (recorded on run, signal attributes)
+    reapply_signals: bool = True
+
+    @property
+    def signals(self) -> list[tuple[uuid.UUID, dict[str, Any]]]:
+        """The signals the new run gets again: all those after the point, or none."""
+        return self.signals_after if self.reapply_signals else []
 
     def preview(self) -> dict[str, Any]:
         dropped = Counter(
@@ -288,17 +459,19 @@ class ResetPlan:
                 "event_type", flat=True
             )
         )
+        children = sorted(self.state.children.values(), key=lambda c: c.initiated_event_id)
         return {
             "base_run_id": str(self.base.run_id),
             "current_run_id": str(self.current.run_id),
             "terminates_current_run": self.current.is_running,
             "reset_event_id": self.event_id,
+            "reapply_signals": self.reapply_signals,
             "events_kept": len(self.kept),
             "events_dropped": sum(dropped.values()),
             "events_dropped_by_type": dict(sorted(dropped.items())),
-            "signals_to_reapply": [
-                {"run_id": str(run), "signal_name": attrs.get("signal_name", "")}
-                for run, attrs in self.signals
+            "signals_to_reapply": [_signal_summary(run, attrs) for run, attrs in self.signals],
+            "signals_not_reapplied": [
+                _signal_summary(run, attrs) for run, attrs in self.signals_after if not self.reapply_signals
             ],
             "activities_rescheduled": [
                 _activity_summary(scheduled, attrs)
@@ -313,12 +486,12 @@ class ResetPlan:
                     "workflow_id": c.request.get("workflow_id", ""),
                     "run_id": c.started_run_id,
                 }
-                for c in sorted(self.state.children.values(), key=lambda c: c.initiated_event_id)
+                for c in children
                 if c.started_run_id
             ],
             "children_to_start": [
                 {"initiated_event_id": c.initiated_event_id, "workflow_id": c.request.get("workflow_id", "")}
-                for c in sorted(self.state.children.values(), key=lambda c: c.initiated_event_id)
+                for c in children
                 if not c.started_run_id
             ],
             "external_requests_reissued": [
@@ -330,31 +503,52 @@ class ResetPlan:
                 for r in sorted(self.state.external_requests.values(), key=lambda r: r.initiated_event_id)
             ],
             "pending_dropped": _pending_of(self.current),
-            "activities_completed_after_point": self._completed_after_point(),
+            **self._side_effects_after_point(),
         }
 
-    def _completed_after_point(self) -> list[dict[str, Any]]:
-        """Activities completed after the point: their side effects happened; the new run may redo them."""
-        done = []
+    def _side_effects_after_point(self) -> dict[str, list[dict[str, Any]]]:
+        """What already happened outside the run after the point: the new run may do it again.
+
+        Activities completed, children started and signals sent to other workflows, in the
+        base run after the point and in the runs that followed it up to the current one.
+        """
+        found: dict[str, list[dict[str, Any]]] = {key: [] for key in SIDE_EFFECT_EVENTS.values()}
         for run in _chain_from(self.base, self.current):
             after = self.event_id if run.run_id == self.base.run_id else 0
-            closes = HistoryEvent.objects.filter(
-                run=run, event_type="ActivityTaskCompleted", event_id__gte=after
-            ).order_by("event_id")
-            scheduled_ids = [int(e.attributes.get("scheduled_event_id") or 0) for e in closes]
+            events = list(
+                HistoryEvent.objects.filter(
+                    run=run, event_type__in=SIDE_EFFECT_EVENTS, event_id__gte=after
+                ).order_by("event_id")
+            )
+            scheduled_ids = [
+                int(e.attributes.get("scheduled_event_id") or 0)
+                for e in events
+                if e.event_type == "ActivityTaskCompleted"
+            ]
             scheduled = {
                 e.event_id: e.attributes
                 for e in HistoryEvent.objects.filter(run=run, event_id__in=scheduled_ids)
             }
-            for close, sid in zip(closes, scheduled_ids, strict=True):
-                done.append(
-                    {
-                        "run_id": str(run.run_id),
-                        "event_id": close.event_id,
-                        **_activity_summary(sid, scheduled.get(sid, {})),
-                    }
-                )
-        return done
+            for event in events:
+                summary = _side_effect_summary(event, scheduled)
+                found[SIDE_EFFECT_EVENTS[event.event_type]].append({"run_id": str(run.run_id), **summary})
+        return found
+
+
+def _side_effect_summary(event: HistoryEvent, scheduled: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    attrs = event.attributes
+    if event.event_type == "ActivityTaskCompleted":
+        sid = int(attrs.get("scheduled_event_id") or 0)
+        return {"event_id": event.event_id, **_activity_summary(sid, scheduled.get(sid, {}))}
+    target = attrs.get("workflow_execution") or {}
+    summary = {"event_id": event.event_id, "workflow_id": target.get("workflow_id", "")}
+    if event.event_type == "ChildWorkflowExecutionStarted":
+        return {**summary, "run_id_started": target.get("run_id", "")}
+    return {**summary, "signal_name": attrs.get("signal_name", "")}
+
+
+def _signal_summary(run: uuid.UUID, attrs: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": str(run), "signal_name": attrs.get("signal_name", "")}
 
 
 def _activity_summary(scheduled_event_id: int, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -426,8 +620,8 @@ def plan_reset(
     state = replay_state(kept)
     if not state.wft_scheduled_event_id:
         raise invalid(f"no workflow task is pending just before event {event_id}", event_id=event_id)
-    signals = _signals_after(base, current, event_id) if reapply_signals else []
-    return ResetPlan(base, current, event_id, kept, state, signals)
+    signals = _signals_after(base, current, event_id)
+    return ResetPlan(base, current, event_id, kept, state, signals, reapply_signals)
 
 
 def _base_and_current(

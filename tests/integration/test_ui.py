@@ -248,7 +248,10 @@ def test_a_double_submitted_form_acts_once() -> None:
     for _ in range(2):
         assert operator.post(detail_url(run, "signal/"), form).status_code == 302
     signals = HistoryEvent.objects.filter(run=run, event_type="WorkflowExecutionSignaled")
-    assert [s.attributes["input"] for s in signals] == [[{"n": 1}]]
+    # The UI sends what was typed as the json/plain payload an SDK worker decodes.
+    assert [s.attributes["input"] for s in signals] == [
+        [{"metadata": {"encoding": "json/plain"}, "data": {"n": 1}}]
+    ]
     assert AuditEntry.objects.count() == 1
 
 
@@ -305,7 +308,11 @@ def test_reset_shows_the_preview_then_resets_once_and_opens_the_new_run() -> Non
     assert WorkflowExecution.objects.filter(workflow_id=run.workflow_id).count() == 2
     assert new_run.reset_base_run_id == run.run_id and new_run.reset_event_id == 4
     entry = AuditEntry.objects.get()
-    assert (entry.action, entry.details, entry.result) == ("reset", {"point": "4"}, str(new_run.run_id))
+    assert (entry.action, entry.details, entry.result) == (
+        "reset",
+        {"point": "4", "reapply_signals": True},
+        str(new_run.run_id),
+    )
 
 
 def test_reset_to_an_event_that_is_no_reset_point_is_a_clear_error() -> None:
