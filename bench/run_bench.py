@@ -522,6 +522,68 @@ def phase_signals(api: Api, dburl: str, n_wf: int, stack: ProcessGroup, seconds:
     }
 
 
+FAN_OUT = 10
+
+
+def fan_out_cmds(n: int = FAN_OUT) -> list[Json]:
+    return [
+        {
+            "command_type": "ScheduleActivityTask",
+            "attributes": {"activity_id": f"a{k}", "activity_type": "BenchAct", "start_to_close_timeout": 30},
+        }
+        for k in range(n)
+    ]
+
+
+def phase_fan_out(api: Api, dburl: str, stack: ProcessGroup, seconds: float = 5.0) -> Json:
+    """The mixed load: start, poll the workflow task, complete it scheduling ten activities.
+
+    Each cycle is three API calls and appends 14 events (started, task scheduled, task
+    started, task completed, ten activities scheduled), 11 of them in the completion's one
+    transaction; every appended event counts, as in the signal phase.
+    """
+    log(f"phase 5b: fan-out cycles ({FAN_OUT} activities each) for {seconds:.0f}s across {THREADS} threads")
+    before = count_events(dburl)
+    meter = CpuMeter(stack, dburl)
+    cycles = [0] * THREADS
+    errors: list[str] = []
+    end = time.perf_counter() + seconds
+
+    def worker(t: int) -> None:
+        queue = f"q-fan-{t}"
+        j = 0
+        while time.perf_counter() < end:
+            try:
+                api.start(f"fan-{t}-{j}", queue)
+                task = api.poll_wft(queue)
+                if task is None:
+                    raise RuntimeError("no workflow task after the start")
+                api.complete_wft(queue, task["task_token"], fan_out_cmds())
+                cycles[t] += 1
+            except Exception as exc:
+                errors.append(str(exc)[:200])
+            j += 1
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    el = time.perf_counter() - t0
+    events = count_events(dburl) - before
+    return {
+        "cpu_per_event": meter.per_op_ms(events),
+        "seconds": el,
+        "cycles": sum(cycles),
+        "api_calls": 3 * sum(cycles),
+        "errors": errors[:5],
+        "events": events,
+        "events_per_s": events / el,
+        "api_calls_per_s": 3 * sum(cycles) / el,
+    }
+
+
 def phase_pgbench(dburl: str) -> Json:
     log("phase 6: pgbench ceiling (10s)")
     exe = shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
@@ -655,6 +717,7 @@ def main() -> int:
         results["phases_1_3_events"] = {"events": ev13, "seconds": el13, "events_per_s": ev13 / el13}
         results["timers"] = guarded("timers", phase_timers, api, dburl, stack)
         results["signals"] = guarded("signals", phase_signals, api, dburl, args.workflows, stack)
+        results["fan_out"] = guarded("fan_out", phase_fan_out, api, dburl, stack)
         stack.stop()  # measure the ceiling on an otherwise idle server
         results["pgbench"] = guarded("pgbench", phase_pgbench, dburl)
     finally:
@@ -668,7 +731,7 @@ def main() -> int:
             log(f"could not drop {dbname}: {exc}")
     results["total_seconds"] = time.perf_counter() - t_run
     results["load_average_after"] = os.getloadavg()
-    for k in ("starts", "wft", "activity", "timers", "signals", "pgbench"):
+    for k in ("starts", "wft", "activity", "timers", "signals", "fan_out", "pgbench"):
         results.setdefault(k, {"error": "not run"})
 
     r = results
@@ -693,6 +756,7 @@ def main() -> int:
         return f"{v / tps:.3f}x pgbench" if (tps and v is not None) else ""
 
     e13 = g(r, "phases_1_3_events", "events_per_s")
+    fan_ev_s = g(r, "fan_out", "events_per_s")
     rows = [
         (
             "starts/s",
@@ -737,6 +801,14 @@ def main() -> int:
             fmt(ev_s),
             ">= 0.5 x pgbench",
             (vs(ev_s) + " " if ratio is not None else "") + verdict(checks["events_vs_pgbench_ratio"][2]),
+        ),
+        ("events/s (fan-out mix)", fmt(fan_ev_s), "", vs(fan_ev_s)),
+        ("API calls/s (fan-out mix)", fmt(g(r, "fan_out", "api_calls_per_s")), "", ""),
+        (
+            "CPU per fan-out event: server / PostgreSQL / client",
+            cpu_triple(g(r, "fan_out", "cpu_per_event"), "server_ms", "postgres_ms", "client_ms"),
+            "",
+            "",
         ),
         ("pgbench tps (ceiling)", fmt(tps) if tps else str(g(r, "pgbench", "error"))[:60], "", ""),
         (

@@ -79,6 +79,10 @@ DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 # Under ASGI each sync request runs on its own thread, so per-thread persistent
 # connections would pile up; a per-process psycopg pool bounds and reuses them instead.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+# The pool checks each connection as it hands it out (one empty query), so a connection
+# the server dropped (a restart, a failover, an idle-session kill) is replaced instead of
+# failing the request that got it.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CHRONICLE_DB_HEALTH_CHECKS", default=True)
 DATABASES["default"].setdefault("OPTIONS", {})
 if env.bool("CHRONICLE_DB_POOL", default=True):
     DATABASES["default"]["OPTIONS"]["pool"] = {
@@ -145,6 +149,8 @@ CHRONICLE_SAFETY_RECHECK_SECONDS = env.float("CHRONICLE_SAFETY_RECHECK_SECONDS",
 CHRONICLE_SHARD_LEASE_SECONDS = env.float("CHRONICLE_SHARD_LEASE_SECONDS", default=10.0)
 CHRONICLE_STICKY_TIMEOUT_SECONDS = env.float("CHRONICLE_STICKY_TIMEOUT_SECONDS", default=5.0)
 CHRONICLE_QUERY_TIMEOUT_SECONDS = env.float("CHRONICLE_QUERY_TIMEOUT_SECONDS", default=10.0)
+# How long a frontend process trusts an API key it resolved (revocation bound, seconds).
+CHRONICLE_API_KEY_CACHE_SECONDS = env.float("CHRONICLE_API_KEY_CACHE_SECONDS", default=5.0)
 CHRONICLE_FAULTS = env.list("CHRONICLE_FAULTS", default=[])
 
 LOGGING = {

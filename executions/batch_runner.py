@@ -21,10 +21,11 @@ from datetime import timedelta
 from types import FrameType
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from chronicle.db import DatabaseOutage
 from chronicle.errors import ChronicleError
 from executions.batch import apply_to_run, job_runs, record_failure
 from executions.models import BatchJob, BatchState
@@ -68,19 +69,30 @@ class BatchRunner:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
         log.info("batch runner %s started", self.owner)
+        outage = DatabaseOutage(f"batch runner {self.owner}")
         while not self.stopping:
-            job = self.claim()
-            if job is None:
-                time.sleep(self.poll_interval)
-                continue
             try:
-                self.process(job)
-            except ChronicleError as exc:
-                # The job itself cannot go on (its query no longer reads): fail it, not the runner.
-                log.error("batch job %s failed: %s", job.job_id, exc.message)
-                self._finish(job, BatchState.FAILED, reason=exc.message)
-            finally:
-                self.release(job)
+                self.run_one()
+            except DatabaseError as error:
+                # The lease on the job in hand expires; this runner or another resumes it.
+                outage.lost(error)
+            else:
+                outage.recovered()
+
+    def run_one(self) -> None:
+        """Claim a job and work it to its end or to shutdown; sleep when there is none."""
+        job = self.claim()
+        if job is None:
+            time.sleep(self.poll_interval)
+            return
+        try:
+            self.process(job)
+        except ChronicleError as exc:
+            # The job itself cannot go on (its query no longer reads): fail it, not the runner.
+            log.error("batch job %s failed: %s", job.job_id, exc.message)
+            self._finish(job, BatchState.FAILED, reason=exc.message)
+        finally:
+            self.release(job)
 
     def claim(self) -> BatchJob | None:
         now = timezone.now()

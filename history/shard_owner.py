@@ -22,10 +22,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from chronicle.conf import engine_settings
+from chronicle.db import DatabaseOutage
 from history.kernel import ShardFence, ShardFenceLost, fire_timers
 from history.kernel._mutation import TIMERS_CHANNEL
 from history.kernel.payloads import collect_unreferenced
@@ -236,6 +237,18 @@ class ShardOwner:
         signal.signal(signal.SIGINT, self._stop)
         self.ensure_shards()
         log.info("shard owner %s starting (%d shards)", self.owner, self.settings.shards)
+        outage = DatabaseOutage(f"shard owner {self.owner}")
+        while not self.stopping:
+            try:
+                self.serve(listen_conninfo, outage)
+            except (DatabaseError, psycopg.Error) as error:
+                # Leases and timer rows are durable: after reconnecting, carry on from them.
+                outage.lost(error)
+        self.shutdown()
+
+    def serve(self, listen_conninfo: str, outage: DatabaseOutage) -> None:
+        """Fire timers and keep leases until told to stop, waking on timer notifications."""
+        self._last_housekeeping = -math.inf  # notifications may have been missed: re-read at once
         with psycopg.connect(listen_conninfo, autocommit=True) as listen:
             listen.execute(f"LISTEN {TIMERS_CHANNEL}")
             while not self.stopping:
@@ -243,13 +256,13 @@ class ShardOwner:
                     self.housekeeping()
                     self._last_housekeeping = time.monotonic()
                 self.fire_due_timers()
+                outage.recovered()
                 timeout = self.sleep_seconds()
                 if timeout > 0:
                     for note in listen.notifies(timeout=timeout, stop_after=1):
                         self.note_timer(note.payload)
                     for note in listen.notifies(timeout=0.0):
                         self.note_timer(note.payload)
-        self.shutdown()
 
     def shutdown(self) -> None:
         """Release leases so another owner picks them up at once."""

@@ -7,10 +7,8 @@ authentication, tenancy gate, JSON vetting and error shape as the DRF endpoints.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema_serializer
@@ -21,7 +19,7 @@ from rest_framework.views import APIView
 
 from chronicle.api import StrictCharField, parse_json_body, refuse_nul
 from chronicle.conf import engine_settings
-from chronicle.db import listen_conninfo
+from chronicle.db import listen_conninfo, off_loop
 from chronicle.errors import ChronicleError
 from chronicle.openapi import endpoint
 from history import kernel
@@ -49,10 +47,6 @@ ASYNC_ENDPOINTS = [
 ]
 
 
-def _db(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    return sync_to_async(fn, thread_sensitive=False)
-
-
 def _admit_poller(authorization: str | None, namespace: str) -> tuple[Namespace, str]:
     """Authenticate and gate a poll, and read the LISTEN conninfo: one trip to a thread."""
     key = api_key_from_header(authorization)
@@ -65,7 +59,7 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
             return JsonResponse({"code": "method_not_allowed", "message": "use POST"}, status=405)
         refuse_nul(namespace + task_queue, "the path")
         body = parse_json_body(request.body)
-        ns, conninfo = await _db(_admit_poller)(request.headers.get("Authorization"), namespace)
+        ns, conninfo = await off_loop(_admit_poller)(request.headers.get("Authorization"), namespace)
         identity = str(body.get("identity") or "")[:1000]
         worker_version = WorkerVersionStamp.from_wire(body.get("worker_version_capabilities"))
         settings = engine_settings()
@@ -79,7 +73,7 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
         wake_key = task_wakeup_key(ns.id, kind, task_queue)
         while True:
             try:
-                task = await _db(poll_once)(ns, task_queue, kind, identity, worker_version)
+                task = await off_loop(poll_once)(ns, task_queue, kind, identity, worker_version)
             except DispatchThrottled as throttled:
                 await asyncio.sleep(min(throttled.wait, max(0.0, deadline - loop.time())))
                 task = None

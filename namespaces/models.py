@@ -132,6 +132,8 @@ class RateBucket(models.Model):
     updated_at = models.DateTimeField()
     granted = models.BooleanField(default=True)
     throttled_count = models.PositiveBigIntegerField(default=0)
+    # Tokens handed out since the bucket was created: two readings give the live rate.
+    granted_count = models.PositiveBigIntegerField(default=0)
 
 
 class IndexedValueType(models.TextChoices):

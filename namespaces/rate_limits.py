@@ -9,10 +9,11 @@ from __future__ import annotations
 from django.db import connection
 
 _TAKE = """
-INSERT INTO namespaces_ratebucket (key, tokens, updated_at, granted, throttled_count)
-VALUES (%(key)s, %(burst)s - 1, clock_timestamp(), true, 0)
+INSERT INTO namespaces_ratebucket (key, tokens, updated_at, granted, throttled_count, granted_count)
+VALUES (%(key)s, %(burst)s - 1, clock_timestamp(), true, 0, 1)
 ON CONFLICT (key) DO UPDATE SET
   granted = ({refill}) >= 1,
+  granted_count = namespaces_ratebucket.granted_count + CASE WHEN ({refill}) >= 1 THEN 1 ELSE 0 END,
   throttled_count = namespaces_ratebucket.throttled_count + CASE WHEN ({refill}) >= 1 THEN 0 ELSE 1 END,
   tokens = CASE WHEN ({refill}) >= 1 THEN ({refill}) - 1 ELSE ({refill}) END,
   updated_at = clock_timestamp()
@@ -36,3 +37,26 @@ def take_token(key: str, *, rate: float, burst: float) -> float:
     if granted:
         return 0.0
     return max(0.001, (1.0 - float(tokens)) / rate)
+
+
+def bucket_counts(keys: list[str]) -> dict[str, tuple[int, int]]:
+    """``{key: (granted, throttled)}`` since each bucket was created, for the buckets in use.
+
+    Two readings a few seconds apart give the live rate; the UI takes them as it refreshes.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key, granted_count, throttled_count FROM namespaces_ratebucket WHERE key = ANY(%s)",
+            [keys],
+        )
+        return {key: (int(granted), int(throttled)) for key, granted, throttled in cursor.fetchall()}
+
+
+def request_bucket(namespace_id: object) -> str:
+    """The bucket every API request of the namespace takes a token from."""
+    return f"rps:{namespace_id}"
+
+
+def dispatch_bucket(namespace_id: object, task_queue: str = "") -> str:
+    """The namespace's dispatch bucket, or one task queue's."""
+    return f"dispatch:{namespace_id}:{task_queue}" if task_queue else f"dispatch:{namespace_id}"

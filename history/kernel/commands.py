@@ -182,11 +182,27 @@ def _record_marker(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: 
     )
 
 
-def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+def _checked_search_attributes(m: ExecutionMutation, a: dict[str, Any]) -> dict[str, Any]:
+    """The command's search attributes typed by the namespace's registry, or the command refused.
+
+    Temporal fails the workflow task with BAD_SEARCH_ATTRIBUTES for an unregistered name or
+    a wrong-typed value in an upsert, a child start or a continue-as-new alike.
+    """
     try:
-        attrs = normalize_search_attributes(m.namespace, a.get("search_attributes"))
+        return normalize_search_attributes(m.namespace, a.get("search_attributes"))
     except BadSearchAttributes as exc:
         raise CommandRejected("BAD_SEARCH_ATTRIBUTES", str(exc)) from None
+
+
+def _with_typed_search_attributes(m: ExecutionMutation, a: dict[str, Any]) -> dict[str, Any]:
+    """A starting command's attributes with its search attributes checked and typed."""
+    if not a.get("search_attributes"):
+        return a
+    return {**a, "search_attributes": merge_search_attributes({}, _checked_search_attributes(m, a))}
+
+
+def _upsert_search_attributes(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
+    attrs = _checked_search_attributes(m, a)
     m.execution.search_attributes = merge_search_attributes(m.execution.search_attributes, attrs)
     m.append(
         "UpsertWorkflowSearchAttributes",
@@ -214,7 +230,7 @@ def _cancel(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) ->
 
 
 def _start_child(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
-    children.start_child_workflow(m, a, wtc)
+    children.start_child_workflow(m, _with_typed_search_attributes(m, a), wtc)
 
 
 def _signal_external(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
@@ -227,7 +243,7 @@ def _cancel_external(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity
 
 def _continue_as_new(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     _check_continue_as_new(a)
-    continue_as_new_txn(m, a, completed_event_id=wtc)
+    continue_as_new_txn(m, _with_typed_search_attributes(m, a), completed_event_id=wtc)
 
 
 def _check_continue_as_new(a: dict[str, Any]) -> None:

@@ -23,6 +23,10 @@ from sdk.worker._workflows import WorkflowRunner
 log = logging.getLogger("sdk.worker")
 
 POLL_TIMEOUT_SECONDS = 30.0
+# Once shutdown is asked for, an outcome the server cannot take is retried this long, then
+# given up: the server retries the task after its timeout, so nothing is lost, and a
+# worker stopping while the server is down does not hang.
+SHUTDOWN_REPORT_GRACE = timedelta(seconds=10)
 
 
 class Worker:
@@ -50,6 +54,7 @@ class Worker:
         disable_eager_activity_execution: bool = False,
         build_id: str | None = None,
         use_worker_versioning: bool = False,
+        shutdown_report_grace: timedelta = SHUTDOWN_REPORT_GRACE,
     ) -> None:
         """``build_id`` names this worker's code; it is recorded on the workflow tasks it runs.
 
@@ -84,6 +89,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._pollers: list[asyncio.Task[None]] = []
         self._done = asyncio.Event()
+        self.shutdown_report_grace = shutdown_report_grace.total_seconds()
+        self._abandon_reports = asyncio.Event()
 
     async def run(self) -> None:
         """Poll until :meth:`shutdown`; then finish what is in flight and return (a worker runs once)."""
@@ -115,6 +122,7 @@ class Worker:
     async def shutdown(self) -> None:
         """Stop polling, wait for in-flight tasks to finish and report."""
         self._stopping.set()
+        asyncio.get_running_loop().call_later(self.shutdown_report_grace, self._abandon_reports.set)
         if self._pollers:
             await self._done.wait()
 
@@ -158,10 +166,18 @@ class Worker:
             await asyncio.wait_for(stopping.wait(), delay)
 
     async def report(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """Deliver a task's outcome, retrying until the server takes it or refuses the token."""
+        """Deliver a task's outcome, retrying until the server takes it or refuses the token,
+        or, once shutting down, until the shutdown grace has passed."""
         body = {key: value for key, value in body.items() if value is not None}  # the API refuses nulls
         failures = 0
         while True:
+            if self._abandon_reports.is_set():
+                log.warning(
+                    "shutting down with the server unreachable: the outcome for %s is not reported;"
+                    " the server retries the task after its timeout",
+                    path,
+                )
+                return None
             try:
                 return await self.client.transport.post(path, body, retry=False)
             except NotFoundError as exc:
@@ -172,7 +188,7 @@ class Worker:
                     log.error("server rejected the report to %s: %s %s", path, exc.message, exc.details)
                     return None
                 failures += 1
-                await self.backoff(f"report to {path}", exc, failures, asyncio.Event())
+                await self.backoff(f"report to {path}", exc, failures, self._abandon_reports)
             except httpx.TransportError as exc:
                 failures += 1
-                await self.backoff(f"report to {path}", exc, failures, asyncio.Event())
+                await self.backoff(f"report to {path}", exc, failures, self._abandon_reports)

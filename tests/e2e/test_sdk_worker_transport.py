@@ -270,3 +270,72 @@ async def _until_waiting(handle: Any) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the first step never completed")
+
+
+class Blocked:
+    """The activity below waits here until the test has taken the server away."""
+
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+
+@activity.defn(name="WaitForRelease")
+async def wait_for_release() -> int:
+    Blocked.started.set()
+    await Blocked.release.wait()
+    return 1
+
+
+@workflow.defn(name="WaitsForRelease")
+class WaitsForRelease:
+    @workflow.run
+    async def run(self) -> int:
+        return int(await workflow.execute_activity(wait_for_release, start_to_close_timeout=STEP))
+
+
+def _kill(processes: list[subprocess.Popen[bytes]]) -> None:
+    old = processes[-1]
+    children = Path(f"/proc/{old.pid}/task/{old.pid}/children").read_text().split()
+    for pid in [old.pid, *map(int, children)]:
+        os.kill(pid, signal.SIGKILL)
+    old.wait(20)
+
+
+def test_shutdown_with_the_server_down_gives_up_the_unreported_outcome_and_returns(
+    stack: Stack, tenant: Tenant, queue: str, own_frontend: tuple[str, list[subprocess.Popen[bytes]]]
+) -> None:
+    """The activity finishes after the frontend died: its outcome cannot be delivered."""
+    url, processes = own_frontend
+    workflow_id = _wid()
+
+    async def scenario() -> float:
+        Blocked.started, Blocked.release = asyncio.Event(), asyncio.Event()
+        client = await _connect(url, tenant)
+        worker = Worker(
+            client,
+            task_queue=queue,
+            workflows=[WaitsForRelease],
+            activities=[wait_for_release],
+            shutdown_report_grace=timedelta(seconds=1),
+        )
+        runner = asyncio.create_task(worker.run())
+        await client.start_workflow(WaitsForRelease.run, id=workflow_id, task_queue=queue)
+        await asyncio.wait_for(Blocked.started.wait(), 30)
+        await asyncio.to_thread(_kill, processes)
+        began = time.monotonic()
+        stopping = asyncio.create_task(worker.shutdown())
+        Blocked.release.set()
+        await asyncio.wait_for(stopping, 30)
+        await asyncio.wait_for(runner, 5)
+        return time.monotonic() - began
+
+    took = asyncio.run(scenario())
+    assert took < 15, f"shutdown took {took:.1f} s"
+    # Nothing was recorded for the outcome (a started activity's ActivityTaskStarted is
+    # written when it closes): the server retries the activity after its timeout.
+    history = httpx.get(
+        f"{stack.url}/api/v1/namespaces/{tenant.namespace}/workflows/{workflow_id}/history",
+        headers={"Authorization": f"Bearer {tenant.keys['all']}"},
+    ).json()
+    types = [e["event_type"] for e in history["events"]]
+    assert types[-1] == "ActivityTaskScheduled", types

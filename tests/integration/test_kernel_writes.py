@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode
@@ -121,14 +123,38 @@ def test_a_start_past_the_payload_limit_creates_no_run() -> None:
 
 
 @pytest.mark.django_db
-def test_a_revoked_api_key_no_longer_authenticates() -> None:
+def test_a_key_revoked_behind_the_cache_stops_working_within_its_ttl(settings: Any) -> None:
+    settings.CHRONICLE_API_KEY_CACHE_SECONDS = 0.3
     issued = ApiKeyFactory()
     key = api_key_from_header(issued.authorization)
     assert access_namespace(key, issued.api_key.namespace.name, "client") == issued.api_key.namespace
+    # A bulk UPDATE (like another process's revocation) sends no signal: the bound is the TTL.
     ApiKey.objects.filter(pk=issued.api_key.pk).update(revoked_at=timezone.now())
+    time.sleep(0.35)
     with pytest.raises(ChronicleError) as refused:
         api_key_from_header(issued.authorization)
     assert refused.value.code == ErrorCode.UNAUTHENTICATED
+
+
+@pytest.mark.django_db
+def test_a_key_revoked_by_a_save_in_this_process_stops_working_at_once() -> None:
+    issued = ApiKeyFactory()
+    api_key_from_header(issued.authorization)
+    issued.api_key.revoked_at = timezone.now()
+    issued.api_key.save()
+    with pytest.raises(ChronicleError) as refused:
+        api_key_from_header(issued.authorization)
+    assert refused.value.code == ErrorCode.UNAUTHENTICATED
+
+
+@pytest.mark.django_db
+def test_a_resolved_key_is_served_from_the_cache_without_a_query() -> None:
+    issued = ApiKeyFactory()
+    first = api_key_from_header(issued.authorization)
+    with CaptureQueriesContext(connection) as queries:
+        again = api_key_from_header(issued.authorization)
+    assert again.pk == first.pk
+    assert len(queries) == 0
 
 
 @pytest.mark.django_db

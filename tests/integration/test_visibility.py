@@ -14,7 +14,7 @@ from chronicle.errors import ChronicleError
 from executions import search_attributes, selectors, visibility
 from history import kernel
 from history.kernel._mutation import ExecutionMutation
-from history.kernel.commands import CommandRejected, _upsert_search_attributes
+from history.kernel.commands import HANDLERS, CommandRejected, _upsert_search_attributes
 from history.models import ExecutionStatus, WorkflowExecution
 from namespaces.models import Namespace
 from tests.factories import ExecutionFactory, NamespaceFactory
@@ -166,6 +166,27 @@ def test_upsert_merges_removes_and_refuses_bad_types(namespace: Namespace) -> No
     with pytest.raises(CommandRejected) as caught:
         _upsert_search_attributes(mutation, {"search_attributes": {"Amount": "two"}}, 4, "")
     assert caught.value.cause == "WORKFLOW_TASK_FAILED_CAUSE_BAD_SEARCH_ATTRIBUTES"
+
+
+@pytest.mark.parametrize("command", ["ContinueAsNewWorkflowExecution", "StartChildWorkflowExecution"])
+def test_starting_commands_refuse_unregistered_or_wrong_typed_attributes(
+    namespace: Namespace, command: str
+) -> None:
+    run = start(namespace, f"starter-{command}")
+    mutation = ExecutionMutation(run, namespace)
+    base = {"workflow_id": "child", "workflow_type": {"name": "Child"}, "task_queue": {"name": "q"}}
+    for attrs in ({"Nope": "x"}, {"Amount": "ten"}):
+        with pytest.raises(CommandRejected) as caught:
+            HANDLERS[command](mutation, {**base, "search_attributes": attrs}, 4, "")
+        assert caught.value.cause == "WORKFLOW_TASK_FAILED_CAUSE_BAD_SEARCH_ATTRIBUTES"
+    assert mutation._events == []
+
+
+def test_continue_as_new_carries_typed_attributes_to_the_next_run(namespace: Namespace) -> None:
+    run = start(namespace, "chain")
+    mutation = ExecutionMutation(run, namespace)
+    HANDLERS["ContinueAsNewWorkflowExecution"](mutation, {"search_attributes": {"Amount": [7]}}, 4, "")
+    assert [follower.execution.search_attributes for follower in mutation.followers] == [{"Amount": 7}]
 
 
 def test_keyset_pages_walk_every_run_once_in_any_order(namespace: Namespace) -> None:

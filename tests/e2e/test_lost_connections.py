@@ -1,0 +1,60 @@
+"""Connections PostgreSQL dropped (a restart, a failover, an idle-session kill) cost no
+request: the pool checks a connection before handing it out and replaces a dead one."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection
+
+from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command, wait_until
+
+
+def terminate_chronicle_backends(django_db_blocker: Any) -> int:
+    """Kill every server process's connection to the test database, as a restart would."""
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = 'chronicle'"
+            " AND pid <> pg_backend_pid()"
+        )
+        (killed,) = cursor.fetchone()
+    return int(killed)
+
+
+def test_requests_after_every_connection_was_dropped_succeed(
+    stack: Stack, make_tenant: Callable[..., Tenant], django_db_blocker: Any
+) -> None:
+    api = Api(stack, make_tenant())
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    for n in range(8):  # warm the frontend's pool with several connections
+        api.start(f"warm-{n}", queue)
+    assert terminate_chronicle_backends(django_db_blocker) > 0
+
+    statuses = [api.get(f"/workflows/warm-{n}").status_code for n in range(8)]
+    assert statuses == [200] * 8
+    started = api.start("after-drop", queue)
+    task = ScriptedWorker(api, queue).poll_workflow_task()
+    assert task["workflow_execution"]["workflow_id"] in {f"warm-{n}" for n in range(8)} | {"after-drop"}
+    assert started["run_id"]
+    # The shard owner and batch runner lost their connections too, and carry on.
+    assert all(process.poll() is None for process in stack.processes)
+
+
+def test_the_shard_owner_keeps_firing_timers_after_its_connection_dropped(
+    stack: Stack, make_tenant: Callable[..., Tenant], django_db_blocker: Any
+) -> None:
+    api = Api(stack, make_tenant())
+    for n in range(2):  # the second outage finds the reconnected owner
+        workflow_id, queue = f"timer-{n}", f"q-{uuid.uuid4().hex[:8]}"
+        worker = ScriptedWorker(api, queue)
+        api.start(workflow_id, queue)
+        task = worker.poll_workflow_task()
+        terminate_chronicle_backends(django_db_blocker)
+        done = worker.complete_workflow_task(
+            task, command("StartTimer", timer_id="t", start_to_fire_timeout=0.5)
+        )
+        assert done.status_code == 200, done.text
+        wait_until(lambda wid=workflow_id: "TimerFired" in api.event_types(wid), timeout=20)
