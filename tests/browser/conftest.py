@@ -1,6 +1,6 @@
 """Browser tests: Playwright drives the system's Chromium against a real stack.
 
-One Chromium per session. Each role (viewer, operator, admin) signs in once through the
+One Chromium for the whole package (a session's browser tests). Each role (viewer, operator, admin) signs in once through the
 real sign-in form; its storage state (the session cookie) is kept and every test opens a
 fresh browser context from it, so tests do not share pages, history or open sockets.
 
@@ -118,13 +118,15 @@ def browser_tenant(
     return BrowserTenant(stack, tenant, usernames)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
+    """Playwright for this package only: while it runs, its event loop is the thread's
+    running loop, and Django refuses ORM calls from every later test in the session."""
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright_driver: Playwright) -> Iterator[Browser]:
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"Chromium not found at {CHROMIUM}: install the chromium package")
@@ -142,7 +144,7 @@ def sign_in(page: Page, base_url: str, username: str, password: str = PASSWORD) 
     expect(page.get_by_role("button", name="Sign out")).to_be_visible()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def storage_states(browser: Browser, browser_tenant: BrowserTenant) -> dict[str, Any]:
     """One sign-in per role; the resulting cookies are reused by every test's context."""
     states: dict[str, Any] = {}

@@ -240,7 +240,7 @@ def test_the_namespace_switcher_shows_the_current_namespace_and_moves_to_another
         MembershipFactory(user=user, namespace=other, role=MemberRole.VIEWER)
     page = open_page("operator")
     page.goto(f"{browser_tenant.stack.url}/")
-    switcher = page.get_by_label("Namespace", exact=True)
+    switcher = page.get_by_role("combobox", name="Namespace")
     expect(switcher.locator("option:checked")).to_have_text("Choose a namespace…")
 
     switcher.select_option(browser_tenant.namespace)
