@@ -24,7 +24,7 @@ from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id
 from history.models import QueryState, Task, TaskKind
 from matching.models import Poller
 from namespaces.models import Namespace, TaskQueueLimit
-from namespaces.rate_limits import dispatch_bucket, take_token
+from namespaces.rate_limits import dispatch_bucket_key, take_token
 
 MAX_STALE_PER_POLL = 50
 _POLLER_SEEN_GRANULARITY = timedelta(seconds=5)
@@ -129,13 +129,13 @@ def _queue_dispatch_rps(namespace: Namespace, task_queue: str) -> float:
 def _check_dispatch_limits(namespace: Namespace, task_queue: str) -> None:
     if namespace.dispatch_rps > 0:
         wait = take_token(
-            dispatch_bucket(namespace.id), rate=namespace.dispatch_rps, burst=namespace.dispatch_rps
+            dispatch_bucket_key(namespace.id), rate=namespace.dispatch_rps, burst=namespace.dispatch_rps
         )
         if wait:
             raise DispatchThrottled(wait)
     queue_rps = _queue_dispatch_rps(namespace, task_queue)
     if queue_rps > 0:
-        wait = take_token(dispatch_bucket(namespace.id, task_queue), rate=queue_rps, burst=queue_rps)
+        wait = take_token(dispatch_bucket_key(namespace.id, task_queue), rate=queue_rps, burst=queue_rps)
         if wait:
             raise DispatchThrottled(wait)
 

@@ -25,7 +25,7 @@ from rest_framework.request import Request
 
 from chronicle.errors import ChronicleError, ErrorCode
 from namespaces.models import ApiKey, Namespace
-from namespaces.rate_limits import request_bucket, take_token
+from namespaces.rate_limits import request_bucket_key, take_token
 
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
 # Hash of a key -> (monotonic expiry, the key with its namespace). Plain dict operations
@@ -93,7 +93,7 @@ def access_namespace(key: object, namespace_name: str, role: str) -> Namespace:
     if role not in key.roles:
         raise ChronicleError(ErrorCode.PERMISSION_DENIED, f"this API key lacks the {role!r} role")
     wait = take_token(
-        request_bucket(namespace.id),
+        request_bucket_key(namespace.id),
         rate=namespace.request_rps,
         burst=namespace.request_rps * namespace.request_burst_ratio,
     )

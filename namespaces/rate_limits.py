@@ -6,6 +6,8 @@ any kernel transaction) so the bucket row is locked only for that statement.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import connection
 
 _TAKE = """
@@ -52,11 +54,39 @@ def bucket_counts(keys: list[str]) -> dict[str, tuple[int, int]]:
         return {key: (int(granted), int(throttled)) for key, granted, throttled in cursor.fetchall()}
 
 
-def request_bucket(namespace_id: object) -> str:
+def request_bucket_key(namespace_id: object) -> str:
     """The bucket every API request of the namespace takes a token from."""
     return f"rps:{namespace_id}"
 
 
-def dispatch_bucket(namespace_id: object, task_queue: str = "") -> str:
-    """The namespace's dispatch bucket, or one task queue's."""
+def dispatch_bucket_key(namespace_id: object, task_queue: str = "") -> str:
+    """The bucket of a namespace's dispatch limit, or of one queue's when ``task_queue`` is given."""
     return f"dispatch:{namespace_id}:{task_queue}" if task_queue else f"dispatch:{namespace_id}"
+
+
+@dataclass(frozen=True)
+class LimitInForce:
+    """The dispatch rate a queue is held to, and which setting sets it.
+
+    Matching takes a token from the namespace's bucket (shared by all its queues) and
+    then from the queue's own, so the tighter of the two non-zero limits is the ceiling.
+    """
+
+    rps: float  # 0 = unlimited
+    source: str  # QUEUE_LIMIT, NAMESPACE_LIMIT or UNLIMITED
+    queue_rps: float
+    namespace_rps: float
+
+
+QUEUE_LIMIT = "task queue limit"
+NAMESPACE_LIMIT = "namespace limit (shared by all its queues)"
+UNLIMITED = "no limit"
+
+
+def dispatch_limit_in_force(namespace_rps: float, queue_rps: float) -> LimitInForce:
+    """The effective dispatch ceiling of a queue from its own limit and the namespace's (0 = none)."""
+    if queue_rps > 0 and (namespace_rps <= 0 or queue_rps <= namespace_rps):
+        return LimitInForce(queue_rps, QUEUE_LIMIT, queue_rps, namespace_rps)
+    if namespace_rps > 0:
+        return LimitInForce(namespace_rps, NAMESPACE_LIMIT, queue_rps, namespace_rps)
+    return LimitInForce(0.0, UNLIMITED, queue_rps, namespace_rps)

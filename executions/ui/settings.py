@@ -36,7 +36,12 @@ from namespaces.models import (
     Role,
     TaskQueueLimit,
 )
-from namespaces.rate_limits import bucket_counts, dispatch_bucket, request_bucket
+from namespaces.rate_limits import (
+    bucket_counts,
+    dispatch_bucket_key,
+    dispatch_limit_in_force,
+    request_bucket_key,
+)
 
 TABS = (
     ("ui-settings", "General"),
@@ -187,29 +192,26 @@ def _rate_rows(namespace: Namespace) -> dict[str, Any]:
     burst = namespace.request_rps * namespace.request_burst_ratio
     rows: list[dict[str, Any]] = [
         {
-            "key": request_bucket(namespace.id),
+            "key": request_bucket_key(namespace.id),
             "what": "API requests (namespace)",
             "effective": f"{namespace.request_rps:g}/s, bursts to {burst:g}",
             "source": request_source,
         },
         {
-            "key": dispatch_bucket(namespace.id),
+            "key": dispatch_bucket_key(namespace.id),
             "what": "Task dispatches (namespace)",
             "effective": f"{namespace.dispatch_rps:g}/s" if namespace.dispatch_rps > 0 else "no limit",
             "source": "namespace setting" if namespace.dispatch_rps > 0 else "platform default (none)",
         },
     ]
     for limit in queue_limits:
-        effective = limit.dispatch_rps
-        source = "task queue limit"
-        if 0 < namespace.dispatch_rps < limit.dispatch_rps:
-            effective, source = namespace.dispatch_rps, "namespace limit (lower than the queue's)"
+        in_force = dispatch_limit_in_force(namespace.dispatch_rps, limit.dispatch_rps)
         rows.append(
             {
-                "key": dispatch_bucket(namespace.id, limit.task_queue),
+                "key": dispatch_bucket_key(namespace.id, limit.task_queue),
                 "what": f"Task dispatches on {limit.task_queue}",
-                "effective": f"{effective:g}/s",
-                "source": source,
+                "effective": f"{in_force.rps:g}/s",
+                "source": in_force.source,
                 "queue": limit.task_queue,
                 "queue_rps": limit.dispatch_rps,
             }

@@ -6,10 +6,11 @@ from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
+from executions.ui import audit_log, schedules, settings, task_queues
 from executions.ui import executions as ui
-from executions.ui import settings
 
 WORKFLOW = "ns/<str:namespace>/workflows/<path:workflow_id>/runs/<str:run_id>/"
+SCHEDULE = "ns/<str:namespace>/schedules/<path:schedule_id>/"
 
 urlpatterns = [
     path("", ui.index, name="index"),
@@ -32,6 +33,17 @@ urlpatterns = [
     ),
     path("ns/<str:namespace>/settings/members/", settings.members, name="ui-settings-members"),
     path("ns/<str:namespace>/settings/api-keys/", settings.api_keys, name="ui-settings-api-keys"),
+    path("ns/<str:namespace>/schedules/", schedules.schedule_list, name="ui-schedules"),
+    # "-/" ends a schedule id (which may hold slashes) before the action's name.
+    path(SCHEDULE + "-/<str:action>/", schedules.schedule_action, name="ui-schedule-action"),
+    path(SCHEDULE, schedules.schedule_detail, name="ui-schedule"),
+    path("ns/<str:namespace>/task-queues/", task_queues.task_queue_list, name="ui-task-queues"),
+    path(
+        "ns/<str:namespace>/task-queues/<str:task_queue>/",
+        task_queues.task_queue_detail,
+        name="ui-task-queue",
+    ),
+    path("ns/<str:namespace>/audit/", audit_log.audit_log, name="ui-audit"),
     # The UI's stylesheet is served by the app itself, so a deployment needs no web server for it.
     re_path(r"^static/(?P<path>chronicle/.+)$", serve, {"insecure": True}),
 ]

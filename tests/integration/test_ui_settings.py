@@ -13,7 +13,7 @@ from chronicle.errors import ChronicleError
 from executions.models import AuditEntry
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import ApiKey, MemberRole, Membership, Namespace, SearchAttribute, TaskQueueLimit
-from namespaces.rate_limits import bucket_counts, request_bucket, take_token
+from namespaces.rate_limits import bucket_counts, request_bucket_key, take_token
 from namespaces.services import api_key_issue
 from tests.factories import MembershipFactory, NamespaceFactory, UserFactory
 
@@ -102,7 +102,7 @@ def test_a_lowered_rate_throttles_the_api_and_the_counts_show_it() -> None:
     assert throttled.value.status == 429
     counts = admin.get(url(ns, "rate-limits/counts/")).json()
     assert counts["effective_request_rps"] == 1.0
-    assert counts["buckets"][request_bucket(ns.id)] == {"granted": 1, "throttled": 1}
+    assert counts["buckets"][request_bucket_key(ns.id)] == {"granted": 1, "throttled": 1}
 
 
 def test_bad_values_are_refused_with_a_400_and_change_nothing() -> None:
@@ -151,7 +151,7 @@ def test_task_queue_limits_are_set_shown_with_their_source_and_removed() -> None
     )
     assert TaskQueueLimit.objects.get(namespace=ns).dispatch_rps == 20.0
     page = admin.get(url(ns, "rate-limits/")).content.decode()
-    assert "Task dispatches on orders" in page and "namespace limit (lower than the queue&#x27;s)" in page
+    assert "Task dispatches on orders" in page and "namespace limit (shared by all its queues)" in page
     assert (
         post(admin, ns, "rate-limits/", form="queue", task_queue="orders", dispatch_rps="").status_code == 302
     )
@@ -221,8 +221,8 @@ def test_an_api_key_is_shown_once_and_a_revoked_key_is_refused() -> None:
 
 def test_rate_counts_are_for_members_only() -> None:
     ns = NamespaceFactory()
-    take_token(request_bucket(ns.id), rate=10, burst=10)
-    assert bucket_counts([request_bucket(ns.id)]) == {request_bucket(ns.id): (1, 0)}
+    take_token(request_bucket_key(ns.id), rate=10, burst=10)
+    assert bucket_counts([request_bucket_key(ns.id)]) == {request_bucket_key(ns.id): (1, 0)}
     assert signed_in(ns, MemberRole.VIEWER).get(url(ns, "rate-limits/counts/")).status_code == 200
     assert (
         signed_in(NamespaceFactory(), MemberRole.ADMIN).get(url(ns, "rate-limits/counts/")).status_code == 404

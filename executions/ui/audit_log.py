@@ -1,0 +1,118 @@
+"""The audit log page: who did what to which run or setting, when and why.
+
+Every member of the namespace reads it, viewers included: the execution page already
+shows a run's actions to every reader, and knowing who changed what is how a viewer
+finds whom to ask. Pages are keyset pages, newest first, on (created_at, id), so a
+page costs the same however far back it is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from executions.models import AuditAction, AuditEntry
+from executions.ui.access import memberships, reader
+from namespaces.models import Namespace
+
+PAGE_SIZE = 50
+SCHEDULE_ACTIONS = frozenset(a for a in AuditAction.values if a.startswith("schedule."))
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    actor: str
+    action: str
+    workflow_id: str
+    target: str
+    before: str
+
+    @classmethod
+    def of(cls, request: HttpRequest) -> AuditFilter:
+        get = request.GET
+        action = get.get("action", "")
+        return cls(
+            actor=get.get("actor", "").strip(),
+            action=action if action in AuditAction.values else "",
+            workflow_id=get.get("workflow_id", "").strip(),
+            target=get.get("target", "").strip(),
+            before=get.get("before", ""),
+        )
+
+    def entries(self, namespace: Namespace) -> QuerySet[AuditEntry]:
+        qs = AuditEntry.objects.filter(namespace=namespace)
+        for field, value in (
+            ("actor", self.actor),
+            ("action", self.action),
+            ("workflow_id", self.workflow_id),
+            ("target", self.target),
+        ):
+            if value:
+                qs = qs.filter(**{field: value})
+        return _after_cursor(qs, self.before).order_by("-created_at", "-id")
+
+
+def _cursor(entry: AuditEntry) -> str:
+    return f"{entry.created_at.isoformat()}|{entry.pk}"
+
+
+def _after_cursor(qs: QuerySet[AuditEntry], cursor: str) -> QuerySet[AuditEntry]:
+    """Entries older than the cursor's; a cursor that does not parse starts from the newest."""
+    created, _, pk = cursor.partition("|")
+    try:
+        moment, last_id = datetime.fromisoformat(created), int(pk)
+    except ValueError:
+        return qs
+    return qs.filter(Q(created_at__lt=moment) | Q(created_at=moment, id__lt=last_id))
+
+
+def _pretty(value: Any) -> str:
+    return "" if value is None else json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    entry: AuditEntry
+    old: str
+    new: str
+    schedule_link: bool
+    started: list[dict[str, Any]]
+
+
+def _row(entry: AuditEntry) -> AuditRow:
+    started = entry.details.get("started") if isinstance(entry.details, dict) else None
+    return AuditRow(
+        entry=entry,
+        old=_pretty(entry.old),
+        new=_pretty(entry.new),
+        schedule_link=entry.action in SCHEDULE_ACTIONS and entry.action != AuditAction.SCHEDULE_DELETE,
+        started=started if isinstance(started, list) else [],
+    )
+
+
+@login_required
+def audit_log(request: HttpRequest, namespace: str) -> HttpResponse:
+    access = reader(request, namespace)
+    wanted = AuditFilter.of(request)
+    entries = list(wanted.entries(access.namespace)[: PAGE_SIZE + 1])
+    more = len(entries) > PAGE_SIZE
+    entries = entries[:PAGE_SIZE]
+    next_params = request.GET.copy()
+    if more:
+        next_params["before"] = _cursor(entries[-1])
+    context = {
+        "access": access,
+        "memberships": memberships(request),
+        "wanted": wanted,
+        "actions": AuditAction.choices,
+        "rows": [_row(e) for e in entries],
+        "next_query": next_params.urlencode() if more else "",
+    }
+    return render(request, "ui/audit_log.html", context)
