@@ -1,8 +1,9 @@
 """Browser tests: Playwright drives the system's Chromium against a real stack.
 
-One Chromium for the whole package (a session's browser tests). Each role (viewer, operator, admin) signs in once through the
-real sign-in form; its storage state (the session cookie) is kept and every test opens a
-fresh browser context from it, so tests do not share pages, history or open sockets.
+One Chromium for the package (all of a session's browser tests). Each role (viewer,
+operator, admin) signs in once through the real sign-in form; its storage state (the
+session cookie) is kept and every test opens a fresh browser context from it, so tests do
+not share pages, history or open sockets.
 
 The namespace, its API keys and the users are created through the factories and
 committed, because the server processes of the ``stack`` fixture read them from the test
