@@ -1,8 +1,9 @@
 """Browser tests: Playwright drives the system's Chromium against a real stack.
 
-One Chromium per session. Each role (viewer, operator, admin) signs in once through the
-real sign-in form; its storage state (the session cookie) is kept and every test opens a
-fresh browser context from it, so tests do not share pages, history or open sockets.
+One Chromium for the package (all of a session's browser tests). Each role (viewer,
+operator, admin) signs in once through the real sign-in form; its storage state (the
+session cookie) is kept and every test opens a fresh browser context from it, so tests do
+not share pages, history or open sockets.
 
 The namespace, its API keys and the users are created through the factories and
 committed, because the server processes of the ``stack`` fixture read them from the test
@@ -118,11 +119,10 @@ def browser_tenant(
     return BrowserTenant(stack, tenant, usernames)
 
 
-# Package scope, not session: Playwright's sync API runs an event loop in the main thread
-# while it is open, and Django refuses ORM calls there; the tests after this package
-# (e2e, integration) need it closed.
 @pytest.fixture(scope="package")
 def playwright_driver() -> Iterator[Playwright]:
+    """Playwright for this package only: while it runs, its event loop is the thread's
+    running loop, and Django refuses ORM calls from every later test in the session."""
     with sync_playwright() as driver:
         yield driver
 

@@ -46,6 +46,10 @@ def test_capture_main_pages(
     page.goto(browser_tenant.url(f"workflows/{runs[1].workflow_id}/runs/{runs[1].run_id}/reset/?point=4"))
     save(page, "reset")
 
+    admin = open_page("admin")
+    admin.goto(browser_tenant.url("settings/rate-limits/"))
+    save(admin, "rate-limits")
+
     dark = open_page("operator", color_scheme="dark")
     dark.goto(browser_tenant.url(f"workflows/{runs[1].workflow_id}/runs/{runs[1].run_id}/"))
     save(dark, "execution-dark")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
+from django.contrib.auth import get_user_model
 from playwright.sync_api import Page, expect
 
+from namespaces.models import MemberRole
 from tests.browser.conftest import (
     PASSWORD,
     BrowserTenant,
@@ -16,6 +20,7 @@ from tests.browser.conftest import (
     run_url,
     sign_in,
 )
+from tests.factories import MembershipFactory, NamespaceFactory
 
 RunFactory = Callable[..., StartedRun]
 
@@ -170,3 +175,79 @@ def test_dark_mode_renders_with_a_different_background(
     assert str(dark.evaluate("getComputedStyle(document.body).color")) != str(
         light.evaluate("getComputedStyle(document.body).color")
     )
+
+
+# Each element's text colour and the first opaque background behind it, as the browser paints them.
+COLOURS_JS = """selectors => selectors.map(selector => {
+  const element = document.querySelector(selector);
+  if (!element) return [selector, null, null];
+  const clear = colour => /rgba\\(.*, 0\\)$|transparent/.test(colour);
+  let behind = element, background = getComputedStyle(behind).backgroundColor;
+  while (clear(background) && behind.parentElement) {
+    behind = behind.parentElement;
+    background = getComputedStyle(behind).backgroundColor;
+  }
+  return [selector, getComputedStyle(element).color, background];
+})"""
+TEXT_SAMPLES = [
+    "body",
+    "header .muted",
+    "main a",
+    "th",
+    "td code",
+    "td.status-Running",
+    "td.status-Terminated",
+    "button[type=submit]",
+]
+
+
+def luminance(css_colour: str) -> float:
+    red, green, blue = (int(part) / 255 for part in re.findall(r"\d+(?:\.\d+)?", css_colour)[:3])
+
+    def linear(channel: float) -> float:
+        return channel / 12.92 if channel <= 0.03928 else ((channel + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * linear(red) + 0.7152 * linear(green) + 0.0722 * linear(blue)
+
+
+def contrast(foreground: str, background: str) -> float:
+    lighter, darker = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def test_text_keeps_aa_contrast_in_both_colour_schemes(
+    open_page: OpenPage, browser_tenant: BrowserTenant, run_factory: RunFactory
+) -> None:
+    run_factory(prefix="running")
+    ended = run_factory(prefix="ended")
+    browser_tenant.api.post(f"/workflows/{ended.workflow_id}/terminate", {"reason": "contrast sample"})
+    for scheme in ("light", "dark"):
+        page = open_page("operator", color_scheme=scheme)
+        page.goto(browser_tenant.url())
+        expect(page.locator("td.status-Terminated").first).to_be_visible()
+        for selector, colour, behind in page.evaluate(COLOURS_JS, TEXT_SAMPLES):
+            assert colour is not None, f"{selector} not on the page"
+            ratio = contrast(colour, behind)
+            assert ratio >= 4.5, f"{scheme}: {selector} {colour} on {behind} is {ratio:.2f}:1"
+
+
+def test_the_namespace_switcher_shows_the_current_namespace_and_moves_to_another(
+    open_page: OpenPage, browser_tenant: BrowserTenant, committed: Callable[[], AbstractContextManager[None]]
+) -> None:
+    with committed():
+        other = NamespaceFactory(name=f"other-{uuid.uuid4().hex[:8]}")
+        user = get_user_model().objects.get(username=browser_tenant.usernames["operator"])
+        MembershipFactory(user=user, namespace=other, role=MemberRole.VIEWER)
+    page = open_page("operator")
+    page.goto(f"{browser_tenant.stack.url}/")
+    switcher = page.get_by_role("combobox", name="Namespace")
+    expect(switcher.locator("option:checked")).to_have_text("Choose a namespace…")
+
+    switcher.select_option(browser_tenant.namespace)
+    expect(page).to_have_url(browser_tenant.url())
+    expect(switcher.locator("option:checked")).to_have_text(f"{browser_tenant.namespace} (operator)")
+
+    switcher.focus()
+    switcher.select_option(other.name)
+    expect(page).to_have_url(f"{browser_tenant.stack.url}/ns/{other.name}/")
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Workflows in {other.name}")

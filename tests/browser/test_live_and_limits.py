@@ -61,7 +61,6 @@ def saved_request_rps(name: str, committed: Committed) -> float:
         return Namespace.objects.get(name=name).request_rps
 
 
-@pytest.mark.xfail(strict=False, reason="the namespace rate-limits page is not merged yet")
 def test_an_admin_changes_requests_per_second_and_a_viewer_is_refused(
     open_page: OpenPage, browser_tenant: BrowserTenant, committed: Committed
 ) -> None:
