@@ -67,7 +67,7 @@ def test_reset_to_a_chosen_event_with_a_reason_lands_on_the_new_run(
 
     page.locator("#event-4").get_by_role("link", name="Reset from here").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("Reset")
-    expect(page.get_by_text("Reset to event")).to_be_visible()
+    expect(page.get_by_role("button", name="Reset to event 4")).to_be_visible()
     page.get_by_label("Reason").fill("charge went to the wrong account")
     page.get_by_role("button", name=re.compile(r"\breset\b", re.I)).click()
 
@@ -75,13 +75,13 @@ def test_reset_to_a_chosen_event_with_a_reason_lands_on_the_new_run(
     new_run_id = re.search(r"/runs/([0-9a-f-]{36})/", page.url)
     assert new_run_id is not None and new_run_id.group(1) != run.run_id
     expect(page.get_by_role("heading", level=1)).to_contain_text("Running")
-    expect(page.get_by_text("at event 4")).to_be_visible()
+    expect(page.locator("#reset-from")).to_contain_text("at event 4")
     expect(page.get_by_role("cell", name="charge went to the wrong account")).to_be_visible()
 
-    page.get_by_role("link", name=run.run_id).click()
+    page.locator("#reset-from").get_by_role("link", name=run.run_id).click()
     expect(page).to_have_url(re.compile(re.escape(run.run_id)))
     expect(page.get_by_role("heading", level=1)).to_contain_text("Terminated")
-    expect(page.get_by_role("link", name=new_run_id.group(1))).to_be_visible()
+    expect(page.locator("#reset-into").get_by_role("link", name=new_run_id.group(1))).to_be_visible()
 
 
 def test_terminate_another_run_and_see_its_status_change(
@@ -133,13 +133,15 @@ def test_the_query_box_is_reachable_by_keyboard_and_submits_with_enter(
     run = run_factory(prefix="payment")
     page = open_page("viewer")
     page.goto(browser_tenant.url())
+    page.keyboard.press("Tab")  # the skip link, past the header's links
+    page.keyboard.press("Enter")
 
     for _ in range(10):
         page.keyboard.press("Tab")
         if page.evaluate("document.activeElement.name") == "q":
             break
     else:
-        raise AssertionError("the query box was not reached within 10 Tab presses")
+        raise AssertionError("the query box was not reached within 10 Tab presses after the skip link")
     page.keyboard.type(f'WorkflowId = "{run.workflow_id}"')
     page.keyboard.press("Enter")
 

@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
@@ -22,7 +21,6 @@ from tests.factories import MembershipFactory, NamespaceFactory
 Committed = Callable[[], AbstractContextManager[None]]
 
 
-@pytest.mark.xfail(strict=False, reason="live mode of the execution page is not merged yet")
 def test_a_signal_sent_through_the_api_appears_live_without_a_reload(
     open_page: OpenPage, browser_tenant: BrowserTenant, run_factory: Callable[..., StartedRun]
 ) -> None:
