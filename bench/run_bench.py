@@ -502,13 +502,7 @@ def phase_signals(api: Api, dburl: str, n_wf: int, stack: ProcessGroup, seconds:
                 errs[t] += 1
             j += 1
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    el = time.perf_counter() - t0
+    el = run_in_threads(worker)
     cpu = meter.per_op_ms(sum(sent))
     after = count_events(dburl)
     return {
@@ -523,6 +517,17 @@ def phase_signals(api: Api, dburl: str, n_wf: int, stack: ProcessGroup, seconds:
 
 
 FAN_OUT = 10
+
+
+def run_in_threads(worker: Callable[[int], None]) -> float:
+    """Run ``worker(t)`` on THREADS threads at once; the seconds until the last one ended."""
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - t0
 
 
 def fan_out_cmds(n: int = FAN_OUT) -> list[Json]:
@@ -564,13 +569,7 @@ def phase_fan_out(api: Api, dburl: str, stack: ProcessGroup, seconds: float = 5.
                 errors.append(str(exc)[:200])
             j += 1
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    el = time.perf_counter() - t0
+    el = run_in_threads(worker)
     events = count_events(dburl) - before
     return {
         "cpu_per_event": meter.per_op_ms(events),
