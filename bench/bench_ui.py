@@ -210,3 +210,5 @@ def export_all(namespace: object) -> None:
     )
 
 
+if __name__ == "__main__":
+    main()
