@@ -55,6 +55,8 @@ CLOSE_OUTCOMES = {
 RUN_CLOSE_EVENTS = {f"WorkflowExecution{suffix}" for suffix in CLOSE_OUTCOMES}
 # A bar never gets narrower than this share of the track, so an instant stays visible.
 MIN_WIDTH_PERCENT = 0.4
+# Lanes for activities, timers and children drawn at most; see _worth_drawing.
+MAX_SPAN_LANES = 200
 
 # (column name, attribute path) read for every event besides id, type and time.
 LINK_ATTRIBUTES = (
@@ -124,6 +126,8 @@ class Timeline:
     ticks: list[dict[str, str]]
     event_count: int
     pending_summary: list[str]
+    # Plainly completed activities, timers and children left undrawn (see MAX_SPAN_LANES).
+    folded_lanes: int = 0
 
     @property
     def lanes_html(self) -> SafeString:
@@ -486,17 +490,22 @@ def build(
         if span.end is None and not ex.is_running:
             span.outcome = CANCELED
             span.notes.append("still open when the run closed")
+    lanes, folded = _lanes(builder, scale, anchors, now, namespace)
     return Timeline(
-        lanes=_lanes(builder, scale, anchors, now, namespace),
+        lanes=lanes,
         start=start,
         end=now,
         ticks=_ticks(scale),
         event_count=len(events),
         pending_summary=_pending_summary(pending_activities),
+        folded_lanes=folded,
     )
 
 
-def _lanes(builder: _Builder, scale: _Scale, anchors: _Anchors, now: datetime, namespace: str) -> list[Lane]:
+def _lanes(
+    builder: _Builder, scale: _Scale, anchors: _Anchors, now: datetime, namespace: str
+) -> tuple[list[Lane], int]:
+    """The lanes to draw, and how many activity, timer and child lanes were folded away."""
     lanes: list[Lane] = []
     if builder.run is not None:
         if builder.run.end is None and builder.ex.is_running is False:
@@ -513,9 +522,26 @@ def _lanes(builder: _Builder, scale: _Scale, anchors: _Anchors, now: datetime, n
         points = [_point(p, scale, anchors) for p in builder.points if p.kind == kind]
         if points:
             lanes.append(Lane(kind, title, f"{len(points)}", points=points))
-    lanes.extend(
-        _span_lane(span, scale, anchors, now, namespace)
-        for (kind, _), span in builder.spans.items()
-        if kind != "wft"
-    )
-    return lanes
+    spans = [span for (kind, _), span in builder.spans.items() if kind != "wft"]
+    shown, folded = _worth_drawing(spans)
+    lanes.extend(_span_lane(span, scale, anchors, now, namespace) for span in shown)
+    return lanes, folded
+
+
+def _worth_drawing(spans: list[Span]) -> tuple[list[Span], int]:
+    """At most MAX_SPAN_LANES spans, in order, and how many were folded away.
+
+    A long run has thousands of lanes, and drawing them all costs the page its speed while
+    the reader looks for the few that went wrong. So spans that did not simply complete on
+    their first attempt (running, failed, retried, timed out, canceled) are drawn first,
+    plainly completed ones fill the remaining lanes, the latest of each first, and the rest
+    are counted (the event table still lists every event).
+    """
+    if len(spans) <= MAX_SPAN_LANES:
+        return spans, 0
+    notable = [s for s in spans if s.outcome != COMPLETED or s.attempt > 1]
+    plain = [s for s in spans if s.outcome == COMPLETED and s.attempt <= 1]
+    chosen = notable[-MAX_SPAN_LANES:]
+    room = MAX_SPAN_LANES - len(chosen)
+    keep = {id(s) for s in chosen} | {id(s) for s in (plain[-room:] if room else [])}
+    return [s for s in spans if id(s) in keep], len(spans) - len(keep)
