@@ -401,7 +401,9 @@ def test_a_batch_reset_records_per_item_failures_and_a_signal_batch_takes_json()
     bad = start_batch(operator, operation="signal", job_id="sig-1", signal_name="go", signal_input="{nope")
     assert bad.status_code == 400 and b"not JSON" in bad.content
     start_batch(operator, operation="signal", job_id="sig-2", signal_name="go", signal_input='{"a": 1}')
-    assert BatchJob.objects.get(job_id="sig-2").params == {"signal_name": "go", "input": [{"a": 1}]}
+    # Sent as the payloads SDK workers decode, as the run's own Signal form sends them.
+    encoded = [{"metadata": {"encoding": "json/plain"}, "data": {"a": 1}}]
+    assert BatchJob.objects.get(job_id="sig-2").params == {"signal_name": "go", "input": encoded}
 
 
 def test_the_rate_changes_while_it_runs_and_stop_ends_it_both_audited() -> None:
