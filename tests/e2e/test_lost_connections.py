@@ -4,12 +4,34 @@ request: the pool checks a connection before handing it out and replaces a dead 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from django.db import connection
 
-from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command, wait_until
+from chronicle.launcher import ProcessGroup, batch_runner_process, frontend_process, shard_owner_process
+from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command, free_port, wait_until
+
+
+@pytest.fixture
+def own_stack(stack: Stack, tmp_path: Path) -> Iterator[Stack]:
+    """A frontend, shard owner and batch runner of this test's own, freshly started.
+
+    The drop below kills every server connection, the session stack's included; a stack
+    of its own keeps each test's first requests about this test's processes only.
+    """
+    port = free_port()
+    group = ProcessGroup(
+        [frontend_process(port), shard_owner_process("drop-owner"), batch_runner_process("drop-runner")],
+        env=stack.env,
+        log_dir=tmp_path,
+    )
+    with group:
+        url = f"http://127.0.0.1:{port}"
+        group.wait_http(url, timeout=30)
+        yield Stack(url=url, env=stack.env, group=group)
 
 
 def terminate_chronicle_backends(django_db_blocker: Any) -> int:
@@ -25,8 +47,9 @@ def terminate_chronicle_backends(django_db_blocker: Any) -> int:
 
 
 def test_requests_after_every_connection_was_dropped_succeed(
-    stack: Stack, make_tenant: Callable[..., Tenant], django_db_blocker: Any
+    own_stack: Stack, make_tenant: Callable[..., Tenant], django_db_blocker: Any
 ) -> None:
+    stack = own_stack
     api = Api(stack, make_tenant())
     queue = f"q-{uuid.uuid4().hex[:8]}"
     for n in range(8):  # warm the frontend's pool with several connections
@@ -44,8 +67,9 @@ def test_requests_after_every_connection_was_dropped_succeed(
 
 
 def test_the_shard_owner_keeps_firing_timers_after_its_connection_dropped(
-    stack: Stack, make_tenant: Callable[..., Tenant], django_db_blocker: Any
+    own_stack: Stack, make_tenant: Callable[..., Tenant], django_db_blocker: Any
 ) -> None:
+    stack = own_stack
     api = Api(stack, make_tenant())
     for n in range(2):  # the second outage finds the reconnected owner
         workflow_id, queue = f"timer-{n}", f"q-{uuid.uuid4().hex[:8]}"
