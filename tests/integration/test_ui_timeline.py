@@ -77,8 +77,13 @@ def busy_run(namespace: Namespace) -> WorkflowExecution:
         commands=[
             activity("charge-1", "Charge", 3),
             command("StartTimer", timer_id="cool-off", start_to_fire_timeout=60),
+            # On a queue of its own: the child's first workflow task must not be the one
+            # this story's polls of "q" pick up (a running shard owner may start it first).
             command(
-                "StartChildWorkflowExecution", workflow_id="order-7-ship", workflow_type={"name": "Ship"}
+                "StartChildWorkflowExecution",
+                workflow_id="order-7-ship",
+                workflow_type={"name": "Ship"},
+                task_queue={"name": "ship"},
             ),
         ],
     )
