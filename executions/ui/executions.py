@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -331,13 +332,63 @@ def _action_form(request: HttpRequest) -> dict[str, str]:
 
 
 def _preview(access: Access, ex: WorkflowExecution, form: dict[str, str]) -> dict[str, Any]:
-    return kernel.preview_reset(
+    """The kernel's preview, with its long lists tallied for reading (see :func:`_tally`)."""
+    preview = kernel.preview_reset(
         access.namespace,
         workflow_id=ex.workflow_id,
         run_id=str(ex.run_id),
         point=_reset_point(form["point"]),
         reapply_signals=form["reapply_signals"] != "0",
     )
+    tallies = {
+        "signals_to_reapply": _tally(preview["signals_to_reapply"], lambda s: s["signal_name"]),
+        "signals_not_reapplied": _tally(preview["signals_not_reapplied"], lambda s: s["signal_name"]),
+        "activities_completed": _tally(
+            preview["activities_completed_after_point"],
+            lambda a: f"Activity {a['activity_type']} completed",
+            lambda a: f"Activity {a['activity_type']} ({a['activity_id']}) completed",
+        ),
+        "children_started": _tally(
+            preview["children_started_after_point"], lambda c: f"Child {c['workflow_id']} started"
+        ),
+        "signals_sent": _tally(
+            preview["signals_sent_after_point"],
+            lambda s: f"Signal {s['signal_name']} sent to {s['workflow_id']}",
+        ),
+    }
+    side_effects = ("activities_completed", "children_started", "signals_sent")
+    preview["tallies"] = {**tallies, "side_effects": [tallies[key] for key in side_effects]}
+    return preview
+
+
+TALLY_LINES = 50
+
+
+def _tally(
+    items: list[dict[str, Any]],
+    label: Callable[[dict[str, Any]], str],
+    alone: Callable[[dict[str, Any]], str] | None = None,
+) -> dict[str, Any]:
+    """``items`` counted by ``label``, in order of first appearance, with the first and last
+    event of each: a reset over a long history did the same things thousands of times, and
+    the preview says so in a line each, not in thousands. A line of one item is labelled by
+    ``alone`` (for example with the activity's id). At most ``TALLY_LINES`` lines; the rest
+    are counted."""
+    lines: dict[str, dict[str, Any]] = {}
+    for item in items:
+        line = lines.setdefault(label(item), {"count": 0, "first": item, "last": item})
+        line["count"] += 1
+        line["last"] = item
+    shown = [
+        {
+            "label": alone(line["first"]) if alone and line["count"] == 1 else key,
+            "count": line["count"],
+            "first_event_id": line["first"].get("event_id"),
+            "last_event_id": line["last"].get("event_id"),
+        }
+        for key, line in list(lines.items())[:TALLY_LINES]
+    ]
+    return {"lines": shown, "more": max(0, len(lines) - TALLY_LINES)}
 
 
 def _quick_picks(ex: WorkflowExecution) -> list[dict[str, Any]]:

@@ -16,18 +16,20 @@ describe its present, not the reset point.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Count
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
-from history.kernel._mutation import ExecutionMutation, lock_execution, payload_size
+from history.kernel._mutation import ExecutionMutation, lock_execution
 from history.kernel.activity_tasks import restore_activity_txn
 from history.kernel.children import restore_child, restore_external_request
 from history.kernel.executions import arm_workflow_timeouts, terminate_txn
@@ -152,14 +154,12 @@ class ReplayedState:
     signal_count: int = 0
     signal_request_ids: list[str] = field(default_factory=list)
     cancel_requested: bool = False
-    history_size_bytes: int = 0
 
-    def apply(self, event: HistoryEvent) -> None:
-        kind, attrs = event.event_type, event.attributes
-        self.history_size_bytes += payload_size(attrs) + len(kind)
+    def apply(self, event_id: int, kind: str, at: datetime, attrs: dict[str, Any]) -> None:
+        """Replay one event; ``attrs`` may be the :data:`REPLAYED_KEYS` projection of its attributes."""
         handler = _REPLAY.get(kind)
         if handler is not None:
-            handler(self, event.event_id, attrs, event.event_time)
+            handler(self, event_id, attrs, at)
         elif kind in ACTIVITY_CLOSE_EVENTS:
             scheduled = int(attrs.get("scheduled_event_id") or 0)
             self.activities.pop(scheduled, None)
@@ -167,8 +167,9 @@ class ReplayedState:
         elif kind in CHILD_END_EVENTS:
             self.children.pop(int(attrs.get("initiated_event_id") or 0), None)
         elif kind in EXTERNAL_INITIATED_EVENTS:
-            request = PendingRequest(event.event_id, EXTERNAL_INITIATED_EVENTS[kind], attrs)
-            self.external_requests[event.event_id] = request
+            self.external_requests[event_id] = PendingRequest(
+                event_id, EXTERNAL_INITIATED_EVENTS[kind], attrs
+            )
         elif kind in EXTERNAL_END_EVENTS:
             self.external_requests.pop(int(attrs.get("initiated_event_id") or 0), None)
 
@@ -257,11 +258,62 @@ _REPLAY = {
 }
 
 
-def replay_state(events: list[HistoryEvent]) -> ReplayedState:
+# The attributes replay reads. Payloads (inputs, results, failures, memos) are left in the
+# database: a long history replays from these few keys, and the attributes of the few
+# activities, children and requests still pending at the point are read whole afterwards.
+REPLAYED_KEYS = (
+    "scheduled_event_id",
+    "initiated_event_id",
+    "started_event_id",
+    "timer_id",
+    "start_to_fire_timeout",
+    "request_id",
+    "search_attributes",
+    "workflow_execution",
+    "workflow_id",
+    "activity_id",
+    "activity_type",
+)
+_PROJECTION = "jsonb_build_object({})".format(
+    ", ".join(f"'{key}', attributes->'{key}'" for key in REPLAYED_KEYS)
+)
+
+
+def replay_state(run: WorkflowExecution, before_event_id: int) -> tuple[ReplayedState, int]:
+    """The state of ``run`` just before ``before_event_id``, and how many events precede it.
+
+    Replays the projection of each event, then reads in full the attributes of what is
+    still pending (a restored activity or child needs its input).
+    """
     state = ReplayedState()
-    for event in events:
-        state.apply(event)
-    return state
+    table = HistoryEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT event_id, event_type, event_time, {_PROJECTION} FROM {table} "
+            "WHERE run_id = %s AND event_id < %s ORDER BY event_id",
+            [run.run_id, before_event_id],
+        )
+        count = 0
+        for event_id, kind, at, attrs in cursor:
+            state.apply(event_id, kind, at, json.loads(attrs) if isinstance(attrs, str) else attrs)
+            count += 1
+    _read_pending_in_full(run, state)
+    return state, count
+
+
+def _read_pending_in_full(run: WorkflowExecution, state: ReplayedState) -> None:
+    pending = [*state.activities, *state.children, *state.external_requests]
+    if not pending:
+        return
+    full = dict(
+        HistoryEvent.objects.filter(run=run, event_id__in=pending).values_list("event_id", "attributes")
+    )
+    for event_id in state.activities:
+        state.activities[event_id] = full[event_id]
+    for event_id, child in state.children.items():
+        child.request = full[event_id]
+    for event_id, request in state.external_requests.items():
+        request.attributes = full[event_id]
 
 
 # -- choosing the point -----------------------------------------------------------------------
@@ -398,14 +450,14 @@ def reset_points(base: WorkflowExecution) -> list[ResetPointSummary]:
     rows = (
         HistoryEvent.objects.filter(run=base)
         .order_by("event_id")
+        .annotate(
+            activity_type=KT("attributes__activity_type__name"),
+            scheduled_id=KT("attributes__scheduled_event_id"),
+            signal_name=KT("attributes__signal_name"),
+            build_id=KT("attributes__worker_version__build_id"),
+        )
         .values_list(
-            "event_id",
-            "event_type",
-            "event_time",
-            "attributes__activity_type__name",
-            "attributes__scheduled_event_id",
-            "attributes__signal_name",
-            "attributes__worker_version__build_id",
+            "event_id", "event_type", "event_time", "activity_type", "scheduled_id", "signal_name", "build_id"
         )
     )
     points: list[ResetPointSummary] = []
@@ -443,7 +495,7 @@ class ResetPlan:
     base: WorkflowExecution
     current: WorkflowExecution
     event_id: int
-    kept: list[HistoryEvent]
+    events_kept: int
     state: ReplayedState
     signals_after: list[tuple[uuid.UUID, dict[str, Any]]]  # (recorded on run, signal attributes)
     reapply_signals: bool = True
@@ -454,10 +506,12 @@ class ResetPlan:
         return self.signals_after if self.reapply_signals else []
 
     def preview(self) -> dict[str, Any]:
-        dropped = Counter(
-            HistoryEvent.objects.filter(run=self.base, event_id__gte=self.event_id).values_list(
-                "event_type", flat=True
-            )
+        dropped = dict(
+            HistoryEvent.objects.filter(run=self.base, event_id__gte=self.event_id)
+            .values("event_type")
+            .annotate(n=Count("event_id"))
+            .order_by()
+            .values_list("event_type", "n")
         )
         children = sorted(self.state.children.values(), key=lambda c: c.initiated_event_id)
         return {
@@ -466,7 +520,7 @@ class ResetPlan:
             "terminates_current_run": self.current.is_running,
             "reset_event_id": self.event_id,
             "reapply_signals": self.reapply_signals,
-            "events_kept": len(self.kept),
+            "events_kept": self.events_kept,
             "events_dropped": sum(dropped.values()),
             "events_dropped_by_type": dict(sorted(dropped.items())),
             "signals_to_reapply": [_signal_summary(run, attrs) for run, attrs in self.signals],
@@ -515,36 +569,47 @@ class ResetPlan:
         found: dict[str, list[dict[str, Any]]] = {key: [] for key in SIDE_EFFECT_EVENTS.values()}
         for run in _chain_from(self.base, self.current):
             after = self.event_id if run.run_id == self.base.run_id else 0
-            events = list(
-                HistoryEvent.objects.filter(
-                    run=run, event_type__in=SIDE_EFFECT_EVENTS, event_id__gte=after
-                ).order_by("event_id")
-            )
-            scheduled_ids = [
-                int(e.attributes.get("scheduled_event_id") or 0)
-                for e in events
-                if e.event_type == "ActivityTaskCompleted"
-            ]
-            scheduled = {
-                e.event_id: e.attributes
-                for e in HistoryEvent.objects.filter(run=run, event_id__in=scheduled_ids)
-            }
-            for event in events:
-                summary = _side_effect_summary(event, scheduled)
-                found[SIDE_EFFECT_EVENTS[event.event_type]].append({"run_id": str(run.run_id), **summary})
+            for (
+                event_id,
+                kind,
+                workflow_id,
+                run_id,
+                signal_name,
+                scheduled_id,
+                activity_id,
+                activity_type,
+            ) in _side_effect_rows(run, after):
+                summary: dict[str, Any] = {"run_id": str(run.run_id), "event_id": event_id}
+                if kind == "ActivityTaskCompleted":
+                    summary |= {
+                        "scheduled_event_id": scheduled_id or 0,
+                        "activity_id": activity_id or "",
+                        "activity_type": activity_type or "",
+                    }
+                elif kind == "ChildWorkflowExecutionStarted":
+                    summary |= {"workflow_id": workflow_id or "", "run_id_started": run_id or ""}
+                else:
+                    summary |= {"workflow_id": workflow_id or "", "signal_name": signal_name or ""}
+                found[SIDE_EFFECT_EVENTS[kind]].append(summary)
         return found
 
 
-def _side_effect_summary(event: HistoryEvent, scheduled: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    attrs = event.attributes
-    if event.event_type == "ActivityTaskCompleted":
-        sid = int(attrs.get("scheduled_event_id") or 0)
-        return {"event_id": event.event_id, **_activity_summary(sid, scheduled.get(sid, {}))}
-    target = attrs.get("workflow_execution") or {}
-    summary = {"event_id": event.event_id, "workflow_id": target.get("workflow_id", "")}
-    if event.event_type == "ChildWorkflowExecutionStarted":
-        return {**summary, "run_id_started": target.get("run_id", "")}
-    return {**summary, "signal_name": attrs.get("signal_name", "")}
+def _side_effect_rows(run: WorkflowExecution, after: int) -> list[tuple[Any, ...]]:
+    """The side-effect events of ``run`` from event ``after`` on, with the scheduling event of
+    each completed activity joined in: a few text columns per row, no payloads."""
+    table = HistoryEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT e.event_id, e.event_type, e.attributes->'workflow_execution'->>'workflow_id', "
+            "e.attributes->'workflow_execution'->>'run_id', e.attributes->>'signal_name', "
+            "s.event_id, s.attributes->>'activity_id', s.attributes->'activity_type'->>'name' "
+            f"FROM {table} e LEFT JOIN {table} s ON e.event_type = 'ActivityTaskCompleted' "
+            "AND s.run_id = e.run_id AND s.event_id = (e.attributes->>'scheduled_event_id')::bigint "
+            "WHERE e.run_id = %s AND e.event_id >= %s AND e.event_type = ANY(%s) ORDER BY e.event_id",
+            [run.run_id, after, list(SIDE_EFFECT_EVENTS)],
+        )
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return rows
 
 
 def _signal_summary(run: uuid.UUID, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -616,12 +681,11 @@ def plan_reset(
     base: WorkflowExecution, current: WorkflowExecution, point: ResetPoint, *, reapply_signals: bool
 ) -> ResetPlan:
     event_id = resolve_reset_point(base, point)
-    kept = list(HistoryEvent.objects.filter(run=base, event_id__lt=event_id).order_by("event_id"))
-    state = replay_state(kept)
+    state, events_kept = replay_state(base, event_id)
     if not state.wft_scheduled_event_id:
         raise invalid(f"no workflow task is pending just before event {event_id}", event_id=event_id)
     signals = _signals_after(base, current, event_id)
-    return ResetPlan(base, current, event_id, kept, state, signals, reapply_signals)
+    return ResetPlan(base, current, event_id, events_kept, state, signals, reapply_signals)
 
 
 def _base_and_current(
@@ -710,7 +774,7 @@ def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id
         WorkflowExecution.objects.filter(run_id=plan.base.run_id).update(reset_run_id=new.run_id)
     # Foreign keys are checked at commit, so the copied events and restored rows may be
     # written before the new run's row, which the mutation inserts when it saves.
-    _copy_events(plan, new)
+    new.history_size_bytes = _copy_events(plan, new)
     mutation = ExecutionMutation(new, namespace)
     mutation.now = now
     _fail_reset_task(mutation, plan, reason)
@@ -762,7 +826,6 @@ def _new_run(plan: ResetPlan, now: datetime, request_id: str) -> WorkflowExecuti
         run_id=uuid.uuid4(),
         status=ExecutionStatus.RUNNING,
         next_event_id=plan.event_id,
-        history_size_bytes=state.history_size_bytes,
         start_time=now,
         execution_time=now,
         execution_expiration_time=(
@@ -783,19 +846,29 @@ def _new_run(plan: ResetPlan, now: datetime, request_id: str) -> WorkflowExecuti
     )
 
 
-def _copy_events(plan: ResetPlan, new: WorkflowExecution) -> None:
-    """Copy events ``1 .. point-1`` server-side: the rows never travel through Python."""
+def _copy_events(plan: ResetPlan, new: WorkflowExecution) -> int:
+    """Copy events ``1 .. point-1`` server-side (the rows never travel through Python);
+    return their size in bytes, the new run's starting history size.
+
+    The size is PostgreSQL's text form of each event's attributes, a little above the
+    compact JSON the kernel counts as it appends: the limits err on the safe side.
+    """
     table = HistoryEvent._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (run_id, shard_id, event_id, event_type, event_time, attributes) "
+            f"WITH copied AS (INSERT INTO {table} "
+            "(run_id, shard_id, event_id, event_type, event_time, attributes) "
             f"SELECT %s, shard_id, event_id, event_type, event_time, attributes FROM {table} "
-            "WHERE run_id = %s AND event_id < %s",
+            "WHERE run_id = %s AND event_id < %s "
+            "RETURNING octet_length(attributes::text) + octet_length(event_type) AS size) "
+            "SELECT coalesce(sum(size), 0) FROM copied",
             [new.run_id, plan.base.run_id, plan.event_id],
         )
+        (size,) = cursor.fetchone() or (0,)
     SignalRequest.objects.bulk_create(
         [SignalRequest(run=new, request_id=r) for r in set(plan.state.signal_request_ids)]
     )
+    return int(size)
 
 
 def _fail_reset_task(m: ExecutionMutation, plan: ResetPlan, reason: str) -> None:

@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from executions.search_attributes import add_attribute
 from history import kernel
+from history.kernel._mutation import payload_size
 from history.models import HistoryEvent, PendingActivity, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
@@ -31,7 +32,12 @@ def _run_with_pending_work(namespace: Namespace) -> WorkflowExecution:
         commands=[
             {
                 "command_type": "ScheduleActivityTask",
-                "attributes": {"activity_id": "a1", "activity_type": "Charge", "start_to_close_timeout": 5},
+                "attributes": {
+                    "activity_id": "a1",
+                    "activity_type": "Charge",
+                    "start_to_close_timeout": 5,
+                    "input": [{"card": "4242", "amount": 12}],
+                },
             },
             {"command_type": "StartTimer", "attributes": {"timer_id": "t1", "start_to_fire_timeout": 60}},
             {"command_type": "UpsertWorkflowSearchAttributes", "attributes": {"search_attributes": {"k": 1}}},
@@ -99,6 +105,9 @@ def test_a_later_point_restores_the_activity_timer_and_search_attributes() -> No
     new = WorkflowExecution.objects.get(run_id=run_id)
     [activity] = PendingActivity.objects.filter(run=new)
     assert (activity.activity_id, activity.attempt, activity.state) == ("a1", 1, "SCHEDULED")
+    # Replay reads a projection of each event; what it restores is read whole.
+    assert activity.input == [{"card": "4242", "amount": 12}]
+    assert activity.start_to_close_timeout == 5
     [timer] = TimerTask.objects.filter(run=new, kind=TimerKind.USER_TIMER)
     started = HistoryEvent.objects.get(run=base, event_type="TimerStarted")
     # The timer keeps the deadline it had in the base run, which dropped its own.
@@ -106,6 +115,11 @@ def test_a_later_point_restores_the_activity_timer_and_search_attributes() -> No
     assert not TimerTask.objects.filter(run=base, kind=TimerKind.USER_TIMER).exists()
     assert new.search_attributes == {"k": 1} and new.signal_count == 1
     assert new.signalrequest_set.filter(request_id="sig-1").exists()
+    # The new run's history size counts the copied events (in PostgreSQL's text form, a little
+    # above the compact measure) and what the reset appended since.
+    copied = HistoryEvent.objects.filter(run=new, event_id__lt=point.event_id)
+    compact = sum(payload_size(e.attributes) + len(e.event_type) for e in copied)
+    assert compact <= new.history_size_bytes < base.history_size_bytes * 3
 
 
 def test_the_command_reports_a_bad_point_clearly() -> None:
