@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from django.db.models.fields.json import KT
@@ -57,6 +58,12 @@ RUN_CLOSE_EVENTS = {f"WorkflowExecution{suffix}" for suffix in CLOSE_OUTCOMES}
 MIN_WIDTH_PERCENT = 0.4
 # Lanes for activities, timers and children drawn at most; see _worth_drawing.
 MAX_SPAN_LANES = 200
+# An idle stretch (no events) longer than this share of the run, and than FOLD_MIN_SECONDS,
+# is folded to FOLDED_WIDTH_PERCENT of the track: a run that works for seconds, waits 30
+# days and works again shows both bursts of work, not two slivers at the edges.
+FOLD_SHARE = 0.2
+FOLD_MIN_SECONDS = 60.0
+FOLDED_WIDTH_PERCENT = 3.0
 
 # (column name, attribute path) read for every event besides id, type and time.
 LINK_ATTRIBUTES = (
@@ -118,6 +125,23 @@ class Lane:
     attempt: int = 1
 
 
+@dataclass(frozen=True)
+class IdleFold:
+    """A stretch with no events, drawn narrow; ``after_event_id`` is the event before it."""
+
+    start: datetime
+    end: datetime
+    after_event_id: int
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+    @property
+    def words(self) -> str:
+        return f"{_duration(self.seconds)} with no events after event {self.after_event_id}"
+
+
 @dataclass
 class Timeline:
     lanes: list[Lane]
@@ -128,6 +152,8 @@ class Timeline:
     pending_summary: list[str]
     # Plainly completed activities, timers and children left undrawn (see MAX_SPAN_LANES).
     folded_lanes: int = 0
+    # Idle stretches drawn narrow, each placed on the axis: {"left", "width", "text", "words"}.
+    idle_folds: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def lanes_html(self) -> SafeString:
@@ -354,19 +380,58 @@ def _apply_pending(span: Span, row: dict[str, Any]) -> None:
         span.notes.append("attempt started")
 
 
-@dataclass
+def idle_folds(events: list[dict[str, Any]], end: datetime) -> list[IdleFold]:
+    """The idle stretches worth folding: gaps between events (or from the last event to
+    ``end``) longer than ``FOLD_SHARE`` of the run and than ``FOLD_MIN_SECONDS``."""
+    if not events:
+        return []
+    start = events[0]["event_time"]
+    total = (end - start).total_seconds()
+    threshold = max(FOLD_MIN_SECONDS, FOLD_SHARE * total)
+    folds = []
+    moments = [(e["event_time"], e["event_id"]) for e in events] + [(end, 0)]
+    for (before, event_id), (after, _) in pairwise(moments):
+        if (after - before).total_seconds() > threshold:
+            folds.append(IdleFold(before, after, event_id))
+    return folds
+
+
 class _Scale:
-    """Maps times onto the track as percentages of the run's duration so far."""
+    """Maps times onto the track as percentages, piecewise: idle folds get a fixed narrow
+    width and the rest of the track is shared by the busy time in proportion."""
 
-    start: datetime
-    end: datetime
-
-    @property
-    def total(self) -> float:
-        return max((self.end - self.start).total_seconds(), 0.001)
+    def __init__(self, start: datetime, end: datetime, folds: list[IdleFold] | None = None) -> None:
+        self.start, self.end = start, end
+        self.total = max((end - start).total_seconds(), 0.001)
+        folds = folds or []
+        busy = max(self.total - sum(f.seconds for f in folds), 0.001)
+        busy_width = 100.0 - FOLDED_WIDTH_PERCENT * len(folds)
+        # (offset in seconds, seconds, x at its start, width), in time order.
+        self.segments: list[tuple[float, float, float, float]] = []
+        offset, x = 0.0, 0.0
+        for fold in folds:
+            worked = max(0.0, (fold.start - start).total_seconds() - offset)
+            self.segments.append((offset, worked, x, worked / busy * busy_width))
+            offset, x = offset + worked, x + worked / busy * busy_width
+            self.segments.append((offset, fold.seconds, x, FOLDED_WIDTH_PERCENT))
+            offset, x = offset + fold.seconds, x + FOLDED_WIDTH_PERCENT
+        rest = max(0.0, self.total - offset)
+        self.segments.append((offset, rest, x, rest / busy * busy_width))
 
     def left(self, moment: datetime) -> float:
-        return min(100.0, max(0.0, (moment - self.start).total_seconds() / self.total * 100))
+        at = (moment - self.start).total_seconds()
+        for offset, seconds, x, width in self.segments:
+            if at <= offset + seconds:
+                share = (at - offset) / seconds if seconds > 0 else 0.0
+                return min(100.0, max(0.0, x + max(0.0, share) * width))
+        return 100.0
+
+    def seconds_at(self, position: float) -> float:
+        """The time (seconds from the start) drawn at ``position`` percent of the track."""
+        for offset, seconds, x, width in self.segments:
+            if position <= x + width:
+                return offset + (seconds * (position - x) / width if width > 0 else 0.0)
+        return self.total
 
     def place(self, start: datetime, end: datetime) -> tuple[str, str]:
         left = self.left(start)
@@ -394,7 +459,9 @@ def _duration(seconds: float) -> str:
         return f"{seconds:.1f} s"
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
 
 
 def _bar(span: Span, scale: _Scale, anchors: _Anchors, now: datetime) -> dict[str, Any]:
@@ -453,9 +520,20 @@ def _pending_summary(pending: list[dict[str, Any]]) -> list[str]:
 
 def _ticks(scale: _Scale) -> list[dict[str, str]]:
     return [
-        {"left": f"{share * 100:.0f}", "text": "0" if share == 0 else "+" + _duration(scale.total * share)}
-        for share in (0, 0.25, 0.5, 0.75, 1)
+        {"left": f"{at:.0f}", "text": "0" if at == 0 else "+" + _duration(scale.seconds_at(at))}
+        for at in (0.0, 25.0, 50.0, 75.0, 100.0)
     ]
+
+
+def _placed_folds(folds: list[IdleFold], scale: _Scale) -> list[dict[str, str]]:
+    placed = []
+    for fold in folds:
+        left = scale.left(fold.start)
+        text = f"{_duration(fold.seconds)} idle"
+        placed.append(
+            {"left": f"{left:.3f}", "width": f"{FOLDED_WIDTH_PERCENT:.3f}", "text": text, "words": fold.words}
+        )
+    return placed
 
 
 def shown(events: list[dict[str, Any]]) -> tuple[int, int]:
@@ -482,7 +560,9 @@ def build(
         builder.feed(event)
     now = ex.close_time or timezone.now()
     start = events[0]["event_time"] if events else ex.start_time
-    scale = _Scale(start, max(now, start + timedelta(milliseconds=1)))
+    end = max(now, start + timedelta(milliseconds=1))
+    folds = idle_folds(events, end)
+    scale = _Scale(start, end, folds)
     anchors = _Anchors(shown[0], shown[1], page_size)
     for (kind, scheduled), span in builder.spans.items():
         if kind == "activity" and span.end is None and scheduled in builder.pending:
@@ -499,6 +579,7 @@ def build(
         event_count=len(events),
         pending_summary=_pending_summary(pending_activities),
         folded_lanes=folded,
+        idle_folds=_placed_folds(folds, scale),
     )
 
 

@@ -13,9 +13,11 @@ import html
 import json
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.test import Client
 from websockets.exceptions import ConnectionClosedOK, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
@@ -195,6 +197,31 @@ def test_the_timeline_shows_attempts_failures_timers_children_and_signals() -> N
     assert f'href="#event-{signal}"' in body
     assert bar(body, "Order")[1].startswith("Order: Running")
     assert 'tl-bar tl-completed tl-retried"' in body
+
+
+@in_database
+def test_a_thirty_day_wait_is_folded_so_the_work_either_side_stays_readable() -> None:
+    namespace = NamespaceFactory(name="shop")
+    start = kernel.StartRequest(workflow_id="order-30d", workflow_type="Order", task_queue="q30")
+    run = WorkflowExecution.objects.get(run_id=kernel.start_workflow_execution(namespace, start).run_id)
+    task = poll_once(namespace, "q30", "workflow", "test-worker")
+    assert task is not None
+    wait = command("StartTimer", timer_id="return-window", start_to_fire_timeout=30 * 86400)
+    kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=[wait])
+    # The wait began thirty days ago: move what was written so far back, then let it fire.
+    HistoryEvent.objects.filter(run=run).update(event_time=F("event_time") - timedelta(days=30))
+    fire(run, TimerKind.USER_TIMER)
+    started = event_id(run, "TimerStarted")
+
+    body = html.unescape(signed_in(namespace).get(page_url(run)).content.decode())
+    assert f"30.0 d with no events after event {started}" in body
+    assert 'class="tl-fold"' in body and "30.0 d idle" in body
+    # The first workflow task is drawn wide, not as a sliver; the timer's bar is the fold.
+    task_bars = re.findall(
+        r'class="tl-bar tl-completed" href="[^"]*" style="left:([\d.]+)%;width:([\d.]+)%"', body
+    )
+    (_, first_task_width), (_, timer_width) = task_bars
+    assert float(first_task_width) > 5 and float(timer_width) == timeline.FOLDED_WIDTH_PERCENT
 
 
 @in_database
