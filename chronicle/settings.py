@@ -90,7 +90,11 @@ if env.bool("CHRONICLE_DB_POOL", default=True):
         "max_size": env.int("CHRONICLE_DB_POOL_MAX", default=20),
         "timeout": env.float("CHRONICLE_DB_POOL_TIMEOUT", default=30.0),
     }
-DATABASES["default"]["OPTIONS"].setdefault("application_name", "chronicle")
+# Every Chronicle connection names itself, so operators find them in pg_stat_activity;
+# CHRONICLE_DB_APPLICATION_NAME tells one deployment's (or one process group's) apart.
+DATABASES["default"]["OPTIONS"].setdefault(
+    "application_name", env.str("CHRONICLE_DB_APPLICATION_NAME", default="chronicle")
+)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []

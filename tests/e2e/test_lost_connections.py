@@ -15,17 +15,19 @@ from chronicle.launcher import ProcessGroup, batch_runner_process, frontend_proc
 from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command, free_port, wait_until
 
 
+DROPPED_APPLICATION = "chronicle-dropped"
+
+
 @pytest.fixture
 def own_stack(stack: Stack, tmp_path: Path) -> Iterator[Stack]:
-    """A frontend, shard owner and batch runner of this test's own, freshly started.
-
-    The drop below kills every server connection, the session stack's included; a stack
-    of its own keeps each test's first requests about this test's processes only.
+    """A frontend, shard owner and batch runner of this test's own, freshly started, whose
+    connections carry an application name of their own: the drop below kills those only,
+    so the session stack the later tests use keeps its connections.
     """
     port = free_port()
     group = ProcessGroup(
         [frontend_process(port), shard_owner_process("drop-owner"), batch_runner_process("drop-runner")],
-        env=stack.env,
+        env={**stack.env, "CHRONICLE_DB_APPLICATION_NAME": DROPPED_APPLICATION},
         log_dir=tmp_path,
     )
     with group:
@@ -35,12 +37,13 @@ def own_stack(stack: Stack, tmp_path: Path) -> Iterator[Stack]:
 
 
 def terminate_chronicle_backends(django_db_blocker: Any) -> int:
-    """Kill every server process's connection to the test database, as a restart would."""
+    """Kill every connection of this test's stack to the test database, as a restart would."""
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND application_name = 'chronicle'"
-            " AND pid <> pg_backend_pid()"
+            " WHERE datname = current_database() AND application_name = %s"
+            " AND pid <> pg_backend_pid()",
+            [DROPPED_APPLICATION],
         )
         (killed,) = cursor.fetchone()
     return int(killed)
