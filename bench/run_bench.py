@@ -689,6 +689,17 @@ def run_all_phases(
     results["pgbench"] = guarded("pgbench", phase_pgbench, dburl)
 
 
+# Each phase that can run alone, called with (api, dburl, stack, args).
+SINGLE_PHASES: dict[str, Callable[[Api, str, ProcessGroup, argparse.Namespace], Json]] = {
+    "starts": lambda api, dburl, stack, args: phase_starts(api, args.workflows),
+    "wft": lambda api, dburl, stack, args: phase_wft(api),
+    "activity": lambda api, dburl, stack, args: phase_activity(api),
+    "timers": lambda api, dburl, stack, args: phase_timers(api, dburl, stack, args.timer_lead),
+    "signals": lambda api, dburl, stack, args: phase_signals(api, dburl, args.workflows, stack),
+    "fan_out": lambda api, dburl, stack, args: phase_fan_out(api, dburl, stack),
+}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -698,8 +709,11 @@ def main() -> int:
     )
     ap.add_argument("--workflows", type=int, default=500, help="starts in phase 1")
     ap.add_argument(
-        "--only-timers", action="store_true", help="run phase 4 alone (the timer lateness), nothing else"
+        "--only",
+        choices=sorted(SINGLE_PHASES),
+        help="run one phase alone (no pgbench ceiling, so no ratios)",
     )
+    ap.add_argument("--only-timers", action="store_true", help="the same as --only timers")
     ap.add_argument(
         "--timer-lead", type=float, default=5.0, help="seconds of setup before the timers fall due (+ 2)"
     )
@@ -746,8 +760,9 @@ def main() -> int:
                 log(f"{name} failed: {exc!r}"[:400])
                 return {"error": repr(exc)[:400]}
 
-        if args.only_timers:
-            results["timers"] = guarded("timers", phase_timers, api, dburl, stack, args.timer_lead)
+        only = "timers" if args.only_timers else args.only
+        if only is not None:
+            results[only] = guarded(only, SINGLE_PHASES[only], api, dburl, stack, args)
         else:
             run_all_phases(results, api, dburl, stack, args.workflows, args.timer_lead, guarded)
     finally:

@@ -1,5 +1,12 @@
 """Wake-ups for waiting polls: one LISTEN connection per process, fanned out in memory.
 
+A history (or query) notification wakes every waiter of its key: each long-poll of a run's
+history wants every new event. A task notification names how many tasks it announces
+and wakes that many waiting polls of the queue, the longest waiting first: waking every
+poller of a busy queue for one task sent all of them to the database for one row, and the
+losers straight back to waiting. Each process wakes its own share, so with several
+frontends a task may wake one poll in each; the first to claim it wins.
+
 NOTIFY is lost if the connection drops, so waiters also re-check on a short safety
 interval; correctness never depends on a notification arriving.
 """
@@ -9,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from itertools import islice
 
 import psycopg
 
-from history.kernel._mutation import HISTORY_CHANNEL, TASKS_CHANNEL
+from history.kernel._mutation import HISTORY_CHANNEL, TASKS_CHANNEL, parse_task_wakeup
 
 log = logging.getLogger("chronicle.longpoll")
 
@@ -21,7 +29,8 @@ class WakeupHub:
     """Per-process registry of waiters keyed by a NOTIFY payload."""
 
     def __init__(self) -> None:
-        self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        # Per key, in the order the waiters arrived (a dict keeps insertion order).
+        self._waiters: dict[str, dict[asyncio.Event, None]] = defaultdict(dict)
         self._task: asyncio.Task[None] | None = None
         self._conninfo: str | None = None
 
@@ -38,30 +47,47 @@ class WakeupHub:
                     await conn.execute(f"LISTEN {TASKS_CHANNEL}")
                     await conn.execute(f"LISTEN {HISTORY_CHANNEL}")
                     async for note in conn.notifies():
-                        self.wake(note.payload)
+                        if note.channel == TASKS_CHANNEL:
+                            self.wake(*parse_task_wakeup(note.payload))
+                        else:
+                            self.wake(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("LISTEN connection lost; reconnecting")
                 await asyncio.sleep(0.5)
 
-    def wake(self, key: str) -> None:
-        for event in self._waiters.get(key, ()):
+    def wake(self, key: str, count: int | None = None) -> None:
+        """Wake the waiters of ``key``: all of them, or the ``count`` that waited longest.
+
+        A woken waiter leaves the registry at once, so the next wake-up of the key goes
+        to waiters not yet woken.
+        """
+        waiters = self._waiters.get(key)
+        if not waiters:
+            return
+        chosen = list(waiters if count is None else islice(waiters, count))
+        for event in chosen:
+            del waiters[event]
             event.set()
+        if not waiters:
+            del self._waiters[key]
 
     async def wait(self, key: str, timeout: float) -> bool:
         """Wait until ``key`` is notified or ``timeout`` passes; True if notified."""
         event = asyncio.Event()
-        self._waiters[key].add(event)
+        self._waiters[key][event] = None
         try:
             await asyncio.wait_for(event.wait(), timeout)
             return True
         except TimeoutError:
             return False
         finally:
-            self._waiters[key].discard(event)
-            if not self._waiters[key]:
-                del self._waiters[key]
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                waiters.pop(event, None)
+                if not waiters:
+                    del self._waiters[key]
 
 
 hub = WakeupHub()

@@ -8,14 +8,16 @@ queues the ``pg_notify`` calls that PostgreSQL delivers at commit.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
 import uuid
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, models
 from django.utils import timezone
 
 from chronicle.conf import engine_settings
@@ -112,6 +114,21 @@ def task_wakeup_key(namespace_id: uuid.UUID | str, kind: str, task_queue: str) -
     return f"{namespace_id}|{kind}|{task_queue}"
 
 
+def task_wakeup_payload(key: str, count: int) -> str:
+    """A task notification: the queue's wake-up key and how many tasks the transaction added.
+
+    PostgreSQL folds identical payloads of one transaction into one notification, so the
+    count travels in it: a listener wakes that many waiting polls, not all of them.
+    """
+    return f"{key}|{count}"
+
+
+def parse_task_wakeup(payload: str) -> tuple[str, int]:
+    """``(key, count)`` of :func:`task_wakeup_payload` (the count follows the last ``|``)."""
+    key, _, count = payload.rpartition("|")
+    return key, int(count)
+
+
 class ExecutionMutation:
     """Changes to one locked run, written together by :meth:`save`."""
 
@@ -123,6 +140,8 @@ class ExecutionMutation:
         self._tasks: list[Task] = []
         self._timers: list[TimerTask] = []
         self._notifications: set[tuple[str, str]] = set()
+        # Tasks added per wake-up key: sent as one counted notification per key (see save).
+        self._task_wakeups: Counter[str] = Counter()
         self._offloaded = payloads.Offloaded()
         self.closed_now = False
         # Set when retention deleted the run: there is nothing left to save.
@@ -239,9 +258,7 @@ class ExecutionMutation:
         )
         if ex.sticky_task_queue:
             # Normal-queue pollers take the task at once if the sticky queue has no live poller.
-            self._notifications.add(
-                (TASKS_CHANNEL, task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.task_queue))
-            )
+            self._task_wakeups[task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.task_queue)] += 1
             self.add_timer(
                 TimerKind.STICKY_TIMEOUT,
                 self.now + timedelta(seconds=ex.sticky_schedule_to_start_timeout),
@@ -303,9 +320,7 @@ class ExecutionMutation:
             for t in self._tasks
             if not (t.kind == TaskKind.WORKFLOW and t.scheduled_event_id == ex.wft_scheduled_event_id)
         ]
-        self._notifications.discard(
-            (TASKS_CHANNEL, task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.wft_task_queue))
-        )
+        self._task_wakeups[task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.wft_task_queue)] -= 1
         self.start_workflow_task(identity=identity, request_id=request_id)
 
     # -- rows ---------------------------------------------------------------------
@@ -334,7 +349,7 @@ class ExecutionMutation:
                 created_at=self.now,
             )
         )
-        self._notifications.add((TASKS_CHANNEL, task_wakeup_key(self.namespace.id, kind, task_queue)))
+        self._task_wakeups[task_wakeup_key(self.namespace.id, kind, task_queue)] += 1
 
     def _build_for(self, task_queue: str) -> str:
         """The build whose pollers may take a task of this run on ``task_queue``.
@@ -443,7 +458,12 @@ class ExecutionMutation:
         if self.execution._state.adding:
             self.execution.save()
         else:
-            _update_executions([self.execution])  # no ORM compile for the hot UPDATE
+            saved = getattr(self.execution, _SAVED_COLUMNS, None)
+            if saved is None:
+                _update_executions([self.execution])
+            else:
+                _update_changed_columns(self.execution, saved)
+        remember_saved_columns(self.execution)
         _write_pending_rows([self])
 
     def _prepare_save(self) -> bool:
@@ -460,6 +480,49 @@ class ExecutionMutation:
 
 
 _EXECUTION_FIELDS = [f for f in WorkflowExecution._meta.concrete_fields if not f.primary_key]
+_JSON_COLUMNS = frozenset(f.attname for f in _EXECUTION_FIELDS if isinstance(f, models.JSONField))
+
+
+_SAVED_COLUMNS = "_chronicle_saved_columns"
+
+
+def remember_saved_columns(ex: WorkflowExecution) -> None:
+    """Keep the run's column values as the database holds them (just locked, or just
+    written), so :meth:`ExecutionMutation.save` writes only the columns that changed.
+
+    JSON values are copied, so a change made in place is seen too; they are small (a
+    payload past the namespace's inline limit is stored apart and only referenced here).
+    A run loaded any other way has none and is written whole.
+    """
+    columns = {
+        f.attname: copy.deepcopy(value) if f.attname in _JSON_COLUMNS else value
+        for f in _EXECUTION_FIELDS
+        for value in (getattr(ex, f.attname),)
+    }
+    setattr(ex, _SAVED_COLUMNS, columns)
+
+
+def _update_changed_columns(ex: WorkflowExecution, saved: dict[str, Any]) -> None:
+    """``UPDATE`` only the run's columns that changed since ``saved``; nothing if none did.
+
+    Starting an activity changes no column of its run, and starting a workflow task a
+    handful: writing all 50 (serialising the JSON ones) was most of the cost of the hot
+    path's one statement. The row stays locked ``FOR UPDATE`` either way.
+    """
+    changed = [f for f in _EXECUTION_FIELDS if getattr(ex, f.attname) != saved[f.attname]]
+    if not changed:
+        return
+    quote = connection.ops.quote_name
+    pk = WorkflowExecution._meta.pk
+    assert pk is not None
+    assignments = ", ".join(f"{quote(f.column)} = %s::{f.db_type(connection)}" for f in changed)
+    params = [f.get_db_prep_save(getattr(ex, f.attname), connection) for f in changed]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(WorkflowExecution._meta.db_table)} SET {assignments} "
+            f"WHERE {quote(pk.column)} = %s",
+            [*params, ex.pk],
+        )
 
 
 def save_all(mutations: list[ExecutionMutation]) -> None:
@@ -473,6 +536,8 @@ def save_all(mutations: list[ExecutionMutation]) -> None:
     if not live:
         return
     _update_executions([m.execution for m in live])
+    for m in live:
+        remember_saved_columns(m.execution)
     _write_pending_rows(live)
 
 
@@ -515,12 +580,16 @@ def _write_pending_rows(mutations: list[ExecutionMutation]) -> None:
         Task.objects.bulk_create(tasks)
     if timers:
         TimerTask.objects.bulk_create(timers)
-    _notify_all(sorted({n for m in mutations for n in m._notifications}))
+    wakeups: Counter[str] = sum((m._task_wakeups for m in mutations), Counter())
+    notifications = {n for m in mutations for n in m._notifications}
+    notifications |= {(TASKS_CHANNEL, task_wakeup_payload(key, n)) for key, n in wakeups.items() if n > 0}
+    _notify_all(sorted(notifications))
     followers = [f for m in mutations for f in m.followers]
     for m in mutations:
         m._events, m._tasks, m._timers, m.followers = [], [], [], []
         m._offloaded = payloads.Offloaded()
         m._notifications.clear()
+        m._task_wakeups.clear()
     for follower in followers:
         follower.save()
 
@@ -568,6 +637,7 @@ def lock_execution(
     execution = next(iter(found), None)
     if execution is None:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
+    remember_saved_columns(execution)
     return execution
 
 
@@ -597,6 +667,7 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
     execution.namespace = Namespace.from_db(
         execution._state.db, [field.attname for field in _NAMESPACE_FIELDS], values
     )
+    remember_saved_columns(execution)
     return execution
 
 

@@ -85,10 +85,8 @@ def _dispatch_query_task(mutation: ExecutionMutation, query: WorkflowQuery) -> N
 def buffered_queries(ex: WorkflowExecution) -> dict[str, dict[str, Any]]:
     """The ``queries`` map a started workflow task carries to the worker."""
     pending = WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING)
-    return {
-        str(q.id): {"query_type": q.query_type, "query_args": q.query_args}
-        for q in pending.order_by("created_at")
-    }
+    rows = pending.order_by("created_at").values_list("id", "query_type", "query_args")
+    return {str(query_id): {"query_type": kind, "query_args": args} for query_id, kind, args in rows}
 
 
 def answer_buffered_queries_txn(ex: WorkflowExecution, results: dict[str, Any]) -> None:

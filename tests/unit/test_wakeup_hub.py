@@ -1,0 +1,52 @@
+"""The LISTEN hub's fan-out: a task wakes as many polls as it announces; history wakes all."""
+
+from __future__ import annotations
+
+import asyncio
+
+from history.kernel._mutation import parse_task_wakeup, task_wakeup_key, task_wakeup_payload
+from matching.longpoll import WakeupHub
+
+
+async def _park(hub: WakeupHub, key: str, n: int) -> list[asyncio.Task[bool]]:
+    """``n`` waiters on ``key``, registered in order."""
+    waiters = []
+    for _ in range(n):
+        waiters.append(asyncio.create_task(hub.wait(key, timeout=5)))
+        await asyncio.sleep(0)
+    return waiters
+
+
+def test_a_counted_wake_up_wakes_that_many_polls_longest_waiting_first() -> None:
+    async def story() -> None:
+        hub = WakeupHub()
+        waiters = await _park(hub, "q", 5)
+        hub.wake("q", 2)
+        await asyncio.sleep(0.01)
+        assert [w.done() for w in waiters] == [True, True, False, False, False]
+        # The woken ones left the registry: the next task goes to the next in line.
+        hub.wake("q", 1)
+        await asyncio.sleep(0.01)
+        assert [w.done() for w in waiters] == [True, True, True, False, False]
+        hub.wake("q")  # uncounted: everyone
+        assert all(await asyncio.gather(*waiters))
+
+    asyncio.run(story())
+
+
+def test_more_tasks_than_waiters_wakes_every_waiter_and_a_timed_out_one_leaves_no_trace() -> None:
+    async def story() -> None:
+        hub = WakeupHub()
+        assert await hub.wait("idle", timeout=0.01) is False
+        waiters = await _park(hub, "q", 2)
+        hub.wake("q", 10)
+        assert await asyncio.gather(*waiters) == [True, True]
+        hub.wake("q", 1)  # nobody waits: nothing happens, nothing is kept
+        assert hub._waiters == {}
+
+    asyncio.run(story())
+
+
+def test_the_payload_carries_the_count_after_a_queue_name_with_bars() -> None:
+    key = task_wakeup_key("ns-1", "activity", "orders|eu")
+    assert parse_task_wakeup(task_wakeup_payload(key, 7)) == (key, 7)
