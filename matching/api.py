@@ -24,7 +24,7 @@ from chronicle.errors import ChronicleError
 from chronicle.openapi import endpoint
 from history import kernel
 from history.kernel._mutation import task_wakeup_key
-from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp
+from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp, dispatch_build_id
 from history.models import TaskKind
 from matching import schemas, selectors
 from matching.dispatch import DispatchThrottled, poll_once
@@ -70,7 +70,7 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
         hub.ensure_listening(conninfo)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        wake_key = task_wakeup_key(ns.id, kind, task_queue)
+        wake_key = task_wakeup_key(ns.id, kind, task_queue, dispatch_build_id(worker_version))
         while True:
             try:
                 task = await off_loop(poll_once)(ns, task_queue, kind, identity, worker_version)

@@ -19,8 +19,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from chronicle.errors import ChronicleError, invalid
 from executions import audit, batch
 from executions.models import AuditAction, BatchJob, BatchOperation, BatchState
+from executions.ui import panels
 from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
-from executions.ui.executions import _signal_input
 from executions.ui.lists import list_url
 
 FORM_FIELDS: tuple[str, ...] = ("q", "operation", "reason", "rps", "job_id", "reset_type", "reapply_signals")
@@ -78,7 +78,7 @@ def _params(form: dict[str, str]) -> dict[str, Any]:
         "reset_type": form["reset_type"],
         "reapply_signals": form["reapply_signals"] == "on",
         "signal_name": form["signal_name"],
-        "signal_input": _signal_input(form["signal_input"])
+        "signal_input": panels.form_arguments(form["signal_input"], "signal input")
         if form["operation"] == BatchOperation.SIGNAL
         else [],
     }

@@ -3,7 +3,6 @@ cancel, signal, reset). The list of executions is in ``executions.ui.lists``."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -34,9 +33,6 @@ from history.kernel.reset import (
 )
 from history.models import HistoryEvent, WorkflowExecution
 
-EVENTS_PAGE_SIZE = 50
-LARGE_PAYLOAD_CHARS = 1500
-
 
 def _run(access: Access, workflow_id: str, run_id: str) -> WorkflowExecution:
     try:
@@ -50,14 +46,6 @@ def index(request: HttpRequest) -> HttpResponse:
 
 
 # ---------------------------------------------------------------- execution page
-
-
-def _event_rows(ex: WorkflowExecution, after: int) -> tuple[list[dict[str, Any]], int | None]:
-    events, next_after = selectors.history_page(ex, after_event_id=after, page_size=EVENTS_PAGE_SIZE)
-    for event in events:
-        event["pretty"] = _pretty(panels.readable(event["attributes"]))
-        event["large"] = len(event["pretty"]) > LARGE_PAYLOAD_CHARS
-    return events, next_after
 
 
 def _current_task_failure(ex: WorkflowExecution) -> dict[str, Any] | None:
@@ -79,7 +67,7 @@ def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run
         after = max(0, int(request.GET.get("after", "0")))
     except ValueError:
         after = 0
-    events, next_after = _event_rows(ex, after)
+    events, next_after = panels.event_rows(ex, after)
     described = selectors.execution_describe(ex)
     context = {
         "access": access,
@@ -104,7 +92,7 @@ def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run
             described["pending_activities"],
             namespace=namespace,
             shown=timeline.shown(events),
-            page_size=EVENTS_PAGE_SIZE,
+            page_size=panels.EVENTS_PAGE_SIZE,
         ),
         "audit": AuditEntry.objects.filter(namespace=access.namespace, run_id=ex.run_id).order_by(
             "-created_at"
@@ -164,17 +152,6 @@ def _known_query_names(access: Access, ex: WorkflowExecution) -> list[str]:
     return sorted(str(n) for n in names if n)
 
 
-def _json_list(raw: str, what: str) -> list[Any]:
-    """A JSON value typed into a form; a list is the arguments, anything else one argument."""
-    if not raw.strip():
-        return []
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"{what} is not JSON: {error}") from None
-    return value if isinstance(value, list) else [value]
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def execution_query(request: HttpRequest, namespace: str, workflow_id: str, run_id: str) -> HttpResponse:
@@ -196,7 +173,7 @@ def execution_query(request: HttpRequest, namespace: str, workflow_id: str, run_
     try:
         if not form["query_type"]:
             raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "a query name is required")
-        args = panels.as_payloads(_json_list(form["query_args"], "query arguments"))
+        args = panels.form_arguments(form["query_args"], "query arguments")
         answer = _audited_query(request, access, ex, form, args)
     except ChronicleError as error:
         context["error"] = error
@@ -283,10 +260,6 @@ def _reapply_signals(request: HttpRequest) -> bool:
     return not values or values[-1] != "0"
 
 
-def _signal_input(raw: str) -> list[Any]:
-    return panels.as_payloads(_json_list(raw, "signal input"))
-
-
 def _perform(access: Access, ex: WorkflowExecution, action: str, form: dict[str, str], identity: str) -> str:
     """Run the action through the kernel; the text the audit log keeps as its result."""
     ns, wf, run, reason = access.namespace, ex.workflow_id, str(ex.run_id), form["reason"]
@@ -304,7 +277,7 @@ def _perform(access: Access, ex: WorkflowExecution, action: str, form: dict[str,
             workflow_id=wf,
             run_id=run,
             signal_name=form["signal_name"],
-            input=_signal_input(form["signal_input"]),
+            input=panels.form_arguments(form["signal_input"], "signal input"),
             request_id=form["request_id"],
             identity=identity,
         )

@@ -30,7 +30,7 @@ from chronicle.errors import ChronicleError
 from executions import selectors
 from executions.ui import timeline
 from executions.ui.access import Access, member_access
-from executions.ui.executions import EVENTS_PAGE_SIZE, _event_rows
+from executions.ui.panels import EVENTS_PAGE_SIZE, event_rows
 from history.models import WorkflowExecution
 from matching.longpoll import hub
 
@@ -82,7 +82,7 @@ class Watch:
         is visible, and ``closed`` is only set after the last page went out.
         """
         self.ex.refresh_from_db()
-        events, more = _event_rows(self.ex, self.after)
+        events, more = event_rows(self.ex, self.after)
         if not events:
             self.closed = not self.ex.is_running
             return None

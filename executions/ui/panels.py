@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from chronicle.errors import ChronicleError, ErrorCode
+from executions import selectors
 from executions.models import AuditAction, AuditEntry
 from history.kernel.payloads import PAYLOAD_REF, is_payload, is_payload_ref
 from history.models import HistoryEvent, Payload, TimerKind, TimerTask, WorkflowExecution
@@ -20,6 +22,8 @@ from namespaces.models import Namespace
 CHILD_TREE_DEPTH = 3
 CHILDREN_PER_LEVEL = 200
 JSON_ENCODING = "json/plain"
+EVENTS_PAGE_SIZE = 50
+LARGE_PAYLOAD_CHARS = 1500
 
 
 def pretty(value: Any) -> str:
@@ -32,6 +36,28 @@ def as_payloads(values: list[Any]) -> list[Any]:
     A value that already is a payload (``{"metadata": ..., "data": ...}``) is kept as it is.
     """
     return [v if is_payload(v) else {"metadata": {"encoding": JSON_ENCODING}, "data": v} for v in values]
+
+
+def form_arguments(raw: str, what: str) -> list[Any]:
+    """Arguments typed into a form as JSON (a list is the arguments, anything else one
+    argument), as the payloads workers decode; ``what`` names the field in the error."""
+    if not raw.strip():
+        return []
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"{what} is not JSON: {error}") from None
+    return as_payloads(value if isinstance(value, list) else [value])
+
+
+def event_rows(ex: WorkflowExecution, after: int) -> tuple[list[dict[str, Any]], int | None]:
+    """A page of the history table after event ``after``, each event with its attributes
+    pretty-printed and marked ``large`` when the page should show it collapsed."""
+    events, next_after = selectors.history_page(ex, after_event_id=after, page_size=EVENTS_PAGE_SIZE)
+    for event in events:
+        event["pretty"] = pretty(readable(event["attributes"]))
+        event["large"] = len(event["pretty"]) > LARGE_PAYLOAD_CHARS
+    return events, next_after
 
 
 def readable(value: Any) -> Any:

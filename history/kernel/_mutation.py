@@ -110,8 +110,13 @@ def continue_as_new_suggestion(ex: WorkflowExecution, namespace: Namespace) -> d
     }
 
 
-def task_wakeup_key(namespace_id: uuid.UUID | str, kind: str, task_queue: str) -> str:
-    return f"{namespace_id}|{kind}|{task_queue}"
+def task_wakeup_key(namespace_id: uuid.UUID | str, kind: str, task_queue: str, build_id: str) -> str:
+    """What a waiting poll listens for: tasks of its kind on its queue for its build.
+
+    The build is part of the key (length-prefixed, so no queue name can imitate it): a
+    counted wake-up must reach a poll that can claim the task, not one of another build.
+    """
+    return f"{namespace_id}|{kind}|{len(build_id)}:{build_id}|{task_queue}"
 
 
 def task_wakeup_payload(key: str, count: int) -> str:
@@ -257,8 +262,8 @@ class ExecutionMutation:
             visible_at=self.now + timedelta(seconds=delay) if delay else None,
         )
         if ex.sticky_task_queue:
-            # Normal-queue pollers take the task at once if the sticky queue has no live poller.
-            self._task_wakeups[task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.task_queue)] += 1
+            # No normal-queue poll is woken for a sticky task: one whose sticky poller is gone
+            # is found by the normal queue's next poll or safety re-check (matching/dispatch).
             self.add_timer(
                 TimerKind.STICKY_TIMEOUT,
                 self.now + timedelta(seconds=ex.sticky_schedule_to_start_timeout),
@@ -320,7 +325,9 @@ class ExecutionMutation:
             for t in self._tasks
             if not (t.kind == TaskKind.WORKFLOW and t.scheduled_event_id == ex.wft_scheduled_event_id)
         ]
-        self._task_wakeups[task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, ex.wft_task_queue)] -= 1
+        queue = ex.wft_task_queue
+        key = task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, queue, self._build_for(queue))
+        self._task_wakeups[key] -= 1
         self.start_workflow_task(identity=identity, request_id=request_id)
 
     # -- rows ---------------------------------------------------------------------
@@ -334,12 +341,13 @@ class ExecutionMutation:
         visible_at: datetime | None = None,
         query_id: uuid.UUID | None = None,
     ) -> None:
+        build_id = self._build_for(task_queue)
         self._tasks.append(
             Task(
                 namespace_id=self.namespace.id,
                 task_queue=task_queue,
                 kind=kind,
-                build_id=self._build_for(task_queue),
+                build_id=build_id,
                 run=self.execution,
                 shard_id=self.execution.shard_id,
                 scheduled_event_id=scheduled_event_id,
@@ -349,7 +357,7 @@ class ExecutionMutation:
                 created_at=self.now,
             )
         )
-        self._task_wakeups[task_wakeup_key(self.namespace.id, kind, task_queue)] += 1
+        self._task_wakeups[task_wakeup_key(self.namespace.id, kind, task_queue, build_id)] += 1
 
     def _build_for(self, task_queue: str) -> str:
         """The build whose pollers may take a task of this run on ``task_queue``.

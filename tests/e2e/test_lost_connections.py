@@ -14,7 +14,6 @@ from django.db import connection
 from chronicle.launcher import ProcessGroup, batch_runner_process, frontend_process, shard_owner_process
 from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command, free_port, wait_until
 
-
 DROPPED_APPLICATION = "chronicle-dropped"
 
 

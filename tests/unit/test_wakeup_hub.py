@@ -48,5 +48,13 @@ def test_more_tasks_than_waiters_wakes_every_waiter_and_a_timed_out_one_leaves_n
 
 
 def test_the_payload_carries_the_count_after_a_queue_name_with_bars() -> None:
-    key = task_wakeup_key("ns-1", "activity", "orders|eu")
+    key = task_wakeup_key("ns-1", "activity", "orders|eu", "")
     assert parse_task_wakeup(task_wakeup_payload(key, 7)) == (key, 7)
+
+
+def test_a_task_of_one_build_wakes_no_poll_of_another_build() -> None:
+    """Pollers of two builds share a queue; each build's tasks wake its own pollers."""
+    assert task_wakeup_key("ns", "workflow", "q", "v1") != task_wakeup_key("ns", "workflow", "q", "v2")
+    assert task_wakeup_key("ns", "workflow", "q", "") != task_wakeup_key("ns", "workflow", "q", "v1")
+    # A bar in a build id cannot make one (build, queue) pair read as another.
+    assert task_wakeup_key("ns", "workflow", "b|q", "a") != task_wakeup_key("ns", "workflow", "q", "a|b")
