@@ -7,9 +7,10 @@ selector and renders the result. Errors render through ``chronicle.api``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
@@ -48,18 +49,28 @@ class NamespaceApi(APIView):
         return access_namespace(request.auth, name, self.role)
 
 
-def _wait_for(key: str, timeout: float) -> None:
-    """Block this request's thread until ``key`` is notified (or timeout).
+def _wait_for(key: str, remaining: float, ready: Callable[[], bool]) -> None:
+    """Block this request's thread until ``ready()`` holds, ``key`` is notified, or the
+    safety re-check interval (at most ``remaining`` seconds) passes.
 
-    The request's database connection goes back to the pool first: a long poll waits on
-    the listener, not on the database, and many waiting clients must not hold the pool.
+    ``ready`` (the caller's re-read of what it waits for) runs on this thread after the
+    wait is registered, so a notification sent while it reads is not missed. The
+    request's database connection goes back to the pool before the wait: a long poll
+    waits on the listener, not on the database, and many waiting clients must not hold
+    the pool.
     """
-    if not connection.in_atomic_block:
-        connection.close()
+
+    def look() -> bool:
+        try:
+            return ready()
+        finally:
+            if not connection.in_atomic_block:
+                connection.close()
 
     async def wait() -> None:
         hub.ensure_listening(conninfo)
-        await hub.wait(key, timeout)
+        timeout = min(remaining, engine_settings().safety_recheck_seconds)
+        await hub.wait(key, timeout, ready=sync_to_async(look))
 
     conninfo = listen_conninfo()
     async_to_sync(wait)()
@@ -77,20 +88,24 @@ def query_workflow(
         namespace, workflow_id=workflow_id, run_id=run_id, query_type=query_type, query_args=query_args
     )
     deadline = time.monotonic() + engine_settings().query_timeout_seconds
+
+    def settled() -> bool:
+        query.refresh_from_db()
+        return query.state != QueryState.PENDING
+
     try:
-        while True:
-            query.refresh_from_db()
-            if query.state == QueryState.ANSWERED:
-                return query.answer
-            if query.state == QueryState.FAILED:
-                raise ChronicleError(ErrorCode.QUERY_FAILED, query.error_message)
+        while query.state == QueryState.PENDING:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining > 0:
+                _wait_for(f"query:{query.id}", remaining, settled)
+            elif not settled():
                 raise ChronicleError(
                     ErrorCode.DEADLINE_EXCEEDED,
                     "no worker answered the query in time (is a worker polling the task queue?)",
                 )
-            _wait_for(f"query:{query.id}", min(remaining, engine_settings().safety_recheck_seconds))
+        if query.state == QueryState.FAILED:
+            raise ChronicleError(ErrorCode.QUERY_FAILED, query.error_message)
+        return query.answer
     finally:
         WorkflowQuery.objects.filter(id=query.id).delete()
 
@@ -395,16 +410,17 @@ class HistoryApi(NamespaceApi):
             execution, after_event_id=p["after_event_id"], page_size=p["page_size"]
         )
         if not events and p["wait_new_event"] and execution.is_running:
-            limit = min(
-                p["timeout"] or engine_settings().history_wait_seconds,
-                engine_settings().history_wait_seconds,
-            )
-            deadline = time.monotonic() + limit
-            while not events and (remaining := deadline - time.monotonic()) > 0:
-                _wait_for(str(execution.run_id), min(remaining, engine_settings().safety_recheck_seconds))
+
+            def new_events() -> bool:
+                nonlocal events, cursor
                 events, cursor = selectors.history_page(
                     execution, after_event_id=p["after_event_id"], page_size=p["page_size"]
                 )
+                return bool(events)
+
+            deadline = time.monotonic() + _history_wait_limit(p)
+            while not events and (remaining := deadline - time.monotonic()) > 0:
+                _wait_for(str(execution.run_id), remaining, new_events)
         execution.refresh_from_db()
         return Response(
             {
@@ -417,6 +433,12 @@ class HistoryApi(NamespaceApi):
         )
 
 
+def _history_wait_limit(p: dict[str, Any]) -> float:
+    """How long a history long-poll may wait: the caller's timeout, capped by the server's."""
+    limit = engine_settings().history_wait_seconds
+    return float(min(p["timeout"] or limit, limit))
+
+
 def _close_event_page(execution: WorkflowExecution, p: dict[str, Any]) -> dict[str, Any]:
     """The close event alone (none while running), waiting for it when asked.
 
@@ -424,13 +446,14 @@ def _close_event_page(execution: WorkflowExecution, p: dict[str, Any]) -> dict[s
     client stay inside this request.
     """
     if p["wait_new_event"] and execution.is_running:
-        limit = min(
-            p["timeout"] or engine_settings().history_wait_seconds, engine_settings().history_wait_seconds
-        )
-        deadline = time.monotonic() + limit
-        while execution.is_running and (remaining := deadline - time.monotonic()) > 0:
-            _wait_for(str(execution.run_id), min(remaining, engine_settings().safety_recheck_seconds))
+
+        def closed() -> bool:
             execution.refresh_from_db()
+            return not execution.is_running
+
+        deadline = time.monotonic() + _history_wait_limit(p)
+        while execution.is_running and (remaining := deadline - time.monotonic()) > 0:
+            _wait_for(str(execution.run_id), remaining, closed)
     events: list[dict[str, Any]] = []
     if not execution.is_running:
         events, _ = selectors.history_page(execution, after_event_id=execution.next_event_id - 2, page_size=1)

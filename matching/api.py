@@ -7,6 +7,7 @@ authentication, tenancy gate, JSON vetting and error shape as the DRF endpoints.
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -72,17 +73,24 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
         deadline = loop.time() + timeout
         wake_key = task_wakeup_key(ns.id, kind, task_queue, dispatch_build_id(worker_version))
         while True:
+            # Subscribed before the claim: a task added while it runs wakes this poll.
+            woken = hub.subscribe(wake_key)
             try:
-                task = await off_loop(poll_once)(ns, task_queue, kind, identity, worker_version)
-            except DispatchThrottled as throttled:
-                await asyncio.sleep(min(throttled.wait, max(0.0, deadline - loop.time())))
-                task = None
-            if task is not None:
-                return JsonResponse(task)
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return HttpResponse(status=204)
-            await hub.wait(wake_key, min(settings.safety_recheck_seconds, remaining))
+                try:
+                    task = await off_loop(poll_once)(ns, task_queue, kind, identity, worker_version)
+                except DispatchThrottled as throttled:
+                    await asyncio.sleep(min(throttled.wait, max(0.0, deadline - loop.time())))
+                    task = None
+                remaining = deadline - loop.time()
+                if task is not None or remaining <= 0:
+                    if woken.is_set():
+                        # The wake-up was for a task this poll did not take: pass it on.
+                        hub.wake(wake_key, 1)
+                    return JsonResponse(task) if task is not None else HttpResponse(status=204)
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), min(settings.safety_recheck_seconds, remaining))
+            finally:
+                hub.unsubscribe(wake_key, woken)
     except ChronicleError as exc:
         response = JsonResponse(exc.as_dict(), status=exc.status)
         if exc.retry_after is not None:

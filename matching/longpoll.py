@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from itertools import islice
 
 import psycopg
@@ -73,21 +74,44 @@ class WakeupHub:
         if not waiters:
             del self._waiters[key]
 
-    async def wait(self, key: str, timeout: float) -> bool:
-        """Wait until ``key`` is notified or ``timeout`` passes; True if notified."""
+    def subscribe(self, key: str) -> asyncio.Event:
+        """Join ``key``'s waiters now (at the back of the line); the event is set when woken.
+
+        Subscribe *before* looking for the work, then wait on the event: a notification
+        sent between the look and the wait then sets the event instead of being missed
+        (which would cost the caller a safety re-check interval). Always pair it with
+        :meth:`unsubscribe`.
+        """
         event = asyncio.Event()
         self._waiters[key][event] = None
+        return event
+
+    def unsubscribe(self, key: str, event: asyncio.Event) -> None:
+        waiters = self._waiters.get(key)
+        if waiters is not None:
+            waiters.pop(event, None)
+            if not waiters:
+                del self._waiters[key]
+
+    async def wait(
+        self, key: str, timeout: float, ready: Callable[[], Awaitable[bool]] | None = None
+    ) -> bool:
+        """Wait until ``key`` is notified or ``timeout`` passes; True if notified.
+
+        ``ready``, when given, is the caller's own look for what it waits for, run once
+        after subscribing: True from it returns at once, and a notification sent while it
+        ran is not lost.
+        """
+        event = self.subscribe(key)
         try:
+            if ready is not None and await ready():
+                return True
             await asyncio.wait_for(event.wait(), timeout)
             return True
         except TimeoutError:
             return False
         finally:
-            waiters = self._waiters.get(key)
-            if waiters is not None:
-                waiters.pop(event, None)
-                if not waiters:
-                    del self._waiters[key]
+            self.unsubscribe(key, event)
 
 
 hub = WakeupHub()

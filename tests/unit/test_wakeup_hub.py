@@ -58,3 +58,37 @@ def test_a_task_of_one_build_wakes_no_poll_of_another_build() -> None:
     assert task_wakeup_key("ns", "workflow", "q", "") != task_wakeup_key("ns", "workflow", "q", "v1")
     # A bar in a build id cannot make one (build, queue) pair read as another.
     assert task_wakeup_key("ns", "workflow", "b|q", "a") != task_wakeup_key("ns", "workflow", "q", "a|b")
+
+
+def test_a_notification_sent_while_the_waiter_looks_is_not_missed() -> None:
+    """The waiter subscribes before its own look, so a wake-up that lands during the look
+    ends the wait at once instead of after the (here 5 s) timeout."""
+
+    async def story() -> None:
+        hub = WakeupHub()
+
+        async def look_while_a_task_arrives() -> bool:
+            hub.wake("q", 1)  # the notification lands between the look and the wait
+            return False
+
+        began = asyncio.get_running_loop().time()
+        assert await hub.wait("q", timeout=5, ready=look_while_a_task_arrives) is True
+        assert asyncio.get_running_loop().time() - began < 1
+        assert hub._waiters == {}
+
+    asyncio.run(story())
+
+
+def test_a_look_that_finds_the_work_returns_without_waiting() -> None:
+    async def story() -> None:
+        hub = WakeupHub()
+
+        async def found() -> bool:
+            return True
+
+        began = asyncio.get_running_loop().time()
+        assert await hub.wait("q", timeout=5, ready=found) is True
+        assert asyncio.get_running_loop().time() - began < 1
+        assert hub._waiters == {}
+
+    asyncio.run(story())
