@@ -18,9 +18,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
-from executions import selectors, visibility
+from executions import visibility
 from executions.models import MAX_RECORDED_FAILURES, BatchJob, BatchOperation, BatchState
 from history import kernel
+from history.kernel.responses import execution_summary
 from history.models import WorkflowExecution
 from namespaces.models import Namespace
 
@@ -102,7 +103,7 @@ def dry_run(namespace: Namespace, query: str) -> dict[str, Any]:
     """How many runs a job would cover now, and the first of them (newest first)."""
     runs = select_runs(namespace, query)
     sample = runs.order_by("-start_time", "-run_id")[:DRY_RUN_SAMPLE]
-    return {"count": runs.count(), "executions": [selectors.execution_summary(r) for r in sample]}
+    return {"count": runs.count(), "executions": [execution_summary(r) for r in sample]}
 
 
 def _check_rps(rps: float) -> float:

@@ -7,9 +7,8 @@ from typing import Any
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
 from executions import visibility
-from history.kernel.responses import serialize_event
+from history.kernel.responses import execution_summary, serialize_event
 from history.kernel.schedules import upcoming_action_times
-from history.kernel.versioning import wire_build_id
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
@@ -36,30 +35,6 @@ def execution_get(namespace: Namespace, workflow_id: str, run_id: str | None) ->
     if execution is None:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
     return execution
-
-
-def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
-    return {
-        "workflow_id": ex.workflow_id,
-        "run_id": str(ex.run_id),
-        "workflow_type": ex.workflow_type,
-        "task_queue": ex.task_queue,
-        "status": ex.status,
-        "start_time": ex.start_time.isoformat(),
-        "execution_time": ex.execution_time.isoformat(),
-        "close_time": ex.close_time.isoformat() if ex.close_time else None,
-        "history_length": ex.next_event_id - 1,
-        "history_size_bytes": ex.history_size_bytes,
-        "memo": ex.memo,
-        "search_attributes": ex.search_attributes,
-        "first_run_id": str(ex.first_run_id),
-        "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
-        "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
-        "assigned_build_id": wire_build_id(ex.assigned_build_id),
-        "reset_base_run_id": str(ex.reset_base_run_id) if ex.reset_base_run_id else None,
-        "reset_event_id": ex.reset_event_id or None,
-        "reset_run_id": str(ex.reset_run_id) if ex.reset_run_id else None,
-    }
 
 
 def execution_describe(ex: WorkflowExecution) -> dict[str, Any]:

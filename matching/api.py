@@ -7,8 +7,9 @@ authentication, tenancy gate, JSON vetting and error shape as the DRF endpoints.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypeVar
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -33,6 +34,8 @@ from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import ApiKey, Namespace
 from namespaces.services import build_id_set_current
+
+R = TypeVar("R")
 
 ASYNC_ENDPOINTS = [
     (
@@ -113,10 +116,20 @@ async def poll_activity_task(request: HttpRequest, namespace: str, task_queue: s
 class WorkerApi(APIView):
     """Base for token-based worker responses: the key needs the worker role."""
 
+    InputSerializer: type[serializers.Serializer[Any]]
+
     def gate(self, request: Request, namespace: str) -> None:
         for value in self.kwargs.values():
             refuse_nul(str(value), "the path")
         access_namespace(request.auth, namespace, "worker")
+
+    def respond(self, request: Request, namespace: str, action: Callable[..., R]) -> R:
+        """Check the key, validate the body with the view's ``InputSerializer`` and hand the
+        fields to the kernel ``action``; its return value is the caller's to answer with."""
+        self.gate(request, namespace)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return action(**data.validated_data)
 
 
 class TokenSerializer(serializers.Serializer[Any]):
@@ -155,10 +168,7 @@ class WorkflowTaskCompleteApi(WorkerApi):
         response=schemas.WorkflowTaskCompletedSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.gate(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        result = kernel.respond_workflow_task_completed(**data.validated_data)
+        result = self.respond(request, namespace, kernel.respond_workflow_task_completed)
         return Response(
             {
                 "workflow_task": result.new_workflow_task.as_dict() if result.new_workflow_task else None,
@@ -179,10 +189,7 @@ class WorkflowTaskFailApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.gate(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        kernel.respond_workflow_task_failed(**data.validated_data)
+        self.respond(request, namespace, kernel.respond_workflow_task_failed)
         return Response({})
 
 
@@ -197,10 +204,7 @@ class ActivityTaskCompleteApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.gate(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        kernel.respond_activity_task_completed(**data.validated_data)
+        self.respond(request, namespace, kernel.respond_activity_task_completed)
         return Response({})
 
 
@@ -216,10 +220,7 @@ class ActivityTaskFailApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.gate(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        kernel.respond_activity_task_failed(**data.validated_data)
+        self.respond(request, namespace, kernel.respond_activity_task_failed)
         return Response({})
 
 
@@ -234,10 +235,7 @@ class ActivityTaskCanceledApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.gate(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        kernel.respond_activity_task_canceled(**data.validated_data)
+        self.respond(request, namespace, kernel.respond_activity_task_canceled)
         return Response({})
 
 
@@ -254,10 +252,7 @@ class ActivityTaskHeartbeatApi(WorkerApi):
         response=schemas.HeartbeatResponseSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.gate(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        cancel_requested = kernel.record_activity_task_heartbeat(**data.validated_data)
+        cancel_requested = self.respond(request, namespace, kernel.record_activity_task_heartbeat)
         return Response({"cancel_requested": cancel_requested})
 
 
@@ -274,10 +269,7 @@ class QueryTaskRespondApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.gate(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        kernel.respond_query_task_completed(**data.validated_data)
+        self.respond(request, namespace, kernel.respond_query_task_completed)
         return Response({})
 
 

@@ -23,7 +23,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
 
 from history.kernel.payloads import PAYLOAD_REF, is_payload_ref
-from history.kernel.responses import serialize_event
+from history.kernel.responses import execution_summary, serialize_event
 from history.models import HistoryEvent, Payload, WorkflowExecution
 from namespaces.models import Namespace
 
@@ -49,23 +49,11 @@ def archive_name(namespace: Namespace, workflow_id: str, run_id: str) -> str:
 
 
 def execution_record(ex: WorkflowExecution) -> dict[str, Any]:
-    """The run's summary as the archive keeps it."""
+    """The run's summary as the archive keeps it: what lists show, with its namespace and
+    parent, since the archive outlives the rows those are read from."""
     return {
         "namespace": ex.namespace.name,
-        "workflow_id": ex.workflow_id,
-        "run_id": str(ex.run_id),
-        "workflow_type": ex.workflow_type,
-        "task_queue": ex.task_queue,
-        "status": ex.status,
-        "start_time": ex.start_time.isoformat(),
-        "close_time": ex.close_time.isoformat() if ex.close_time else None,
-        "history_length": ex.next_event_id - 1,
-        "history_size_bytes": ex.history_size_bytes,
-        "memo": ex.memo,
-        "search_attributes": ex.search_attributes,
-        "first_run_id": str(ex.first_run_id),
-        "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
-        "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
+        **execution_summary(ex),
         "parent_workflow_id": ex.parent_workflow_id,
         "parent_run_id": str(ex.parent_run_id) if ex.parent_run_id else None,
     }

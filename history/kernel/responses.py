@@ -8,6 +8,7 @@ from typing import Any
 
 from history.kernel import tokens
 from history.kernel._mutation import continue_as_new_suggestion
+from history.kernel.versioning import wire_build_id
 from history.models import HistoryEvent, WorkflowExecution
 
 
@@ -118,3 +119,28 @@ def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> Work
         started_event_id=ex.wft_started_event_id,
         history=_history_for(ex, after=after) + _transient_events(ex),
     )
+
+
+def execution_summary(ex: WorkflowExecution) -> dict[str, Any]:
+    """A run as lists, describes and archives show it: ids, type, status, times, links."""
+    return {
+        "workflow_id": ex.workflow_id,
+        "run_id": str(ex.run_id),
+        "workflow_type": ex.workflow_type,
+        "task_queue": ex.task_queue,
+        "status": ex.status,
+        "start_time": ex.start_time.isoformat(),
+        "execution_time": ex.execution_time.isoformat(),
+        "close_time": ex.close_time.isoformat() if ex.close_time else None,
+        "history_length": ex.next_event_id - 1,
+        "history_size_bytes": ex.history_size_bytes,
+        "memo": ex.memo,
+        "search_attributes": ex.search_attributes,
+        "first_run_id": str(ex.first_run_id),
+        "previous_run_id": str(ex.previous_run_id) if ex.previous_run_id else None,
+        "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
+        "assigned_build_id": wire_build_id(ex.assigned_build_id),
+        "reset_base_run_id": str(ex.reset_base_run_id) if ex.reset_base_run_id else None,
+        "reset_event_id": ex.reset_event_id or None,
+        "reset_run_id": str(ex.reset_run_id) if ex.reset_run_id else None,
+    }
