@@ -125,6 +125,18 @@ def stack(
         yield Stack(url=url, env=env, group=group)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need the live stack run after every other test.
+
+    Once started, the stack's shard owner takes shards and fires due timers in the shared
+    test database, so a committed test that drives timers or shard fences by hand must run
+    before it exists. pytest-django has already put the database tests in its order; the
+    sort is stable, so that order holds within each part.
+    """
+    items.sort(key=lambda item: "stack" in getattr(item, "fixturenames", ()))
+
+
 @dataclass
 class Tenant:
     namespace: str
