@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -63,7 +64,28 @@ def django_db_setup(django_test_environment: Any, django_db_blocker: Any) -> Ite
         config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
     yield
     with django_db_blocker.unblock():
+        end_leftover_sessions()
         teardown_databases(config, verbosity=0)
+
+
+def end_leftover_sessions() -> None:
+    """Name and end the sessions still on the test database when the run is over, so it
+    can be dropped: a stopped stack's backend still exiting, or a connection a worker
+    thread of this process never closed. Every stack is stopped by now."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, application_name, state FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        leftovers = cursor.fetchall()
+        if leftovers:
+            print(f"\nending sessions left on the test database: {leftovers}", file=sys.stderr)
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid",
+                [[row[0] for row in leftovers]],
+            )
 
 
 @dataclass
