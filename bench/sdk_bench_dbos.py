@@ -50,6 +50,9 @@ class DbosSystem:
         handle = await DBOS.start_workflow_async(one_step)
         await handle.get_result()
 
+    async def one_local_step(self, key: str) -> None:
+        await self.one_step(key)  # a DBOS step always runs in the workflow's own process
+
     async def ten_steps(self, key: str) -> None:
         handle = await DBOS.start_workflow_async(ten_steps)
         await handle.get_result()

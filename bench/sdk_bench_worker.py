@@ -47,6 +47,16 @@ class OneStep:
         return result
 
 
+@workflow.defn(name="OneLocalStep")
+class OneLocalStep:
+    @workflow.run
+    async def run(self) -> int:
+        result: int = await workflow.execute_local_activity(
+            bench_step, 1, start_to_close_timeout=STEP_TIMEOUT
+        )
+        return result
+
+
 @workflow.defn(name="TenSteps")
 class TenSteps:
     @workflow.run
@@ -66,7 +76,7 @@ class SleepUntil:
         return workflow.now().timestamp() - due
 
 
-WORKFLOWS = [OneStep, TenSteps, SleepUntil]
+WORKFLOWS = [OneStep, OneLocalStep, TenSteps, SleepUntil]
 
 
 class ChronicleSystem:
@@ -84,6 +94,9 @@ class ChronicleSystem:
 
     async def one_step(self, key: str) -> None:
         await (await self._start("OneStep", key)).result()
+
+    async def one_local_step(self, key: str) -> None:
+        await (await self._start("OneLocalStep", key)).result()
 
     async def ten_steps(self, key: str) -> None:
         await (await self._start("TenSteps", key)).result()

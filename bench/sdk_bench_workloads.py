@@ -22,6 +22,10 @@ class System(Protocol):
     async def one_step(self, key: str) -> None:
         """Start a workflow that runs one activity (step) and wait for its result."""
 
+    async def one_local_step(self, key: str) -> None:
+        """The one-step workflow with its step run where the workflow runs (Chronicle: a local
+        activity, no round trip through a task queue; DBOS: a step, which always runs so)."""
+
     async def ten_steps(self, key: str) -> None:
         """Start a workflow that runs ten activities one after another and wait for its result."""
 
@@ -127,8 +131,20 @@ async def measure(system: System, plan: Plan, log: Callable[[str], None]) -> Jso
     sequential = await run_at_concurrency(system.one_step, "seq", plan.sequential, 1)
     log(f"one-step workflows, {plan.concurrency} at a time: {plan.concurrent}")
     concurrent = await run_at_concurrency(system.one_step, "conc", plan.concurrent, plan.concurrency)
+    log(f"local-step workflows: {plan.sequential} in turn, {plan.concurrent} {plan.concurrency} at a time")
+    local_sequential = await run_at_concurrency(system.one_local_step, "lseq", plan.sequential, 1)
+    local_concurrent = await run_at_concurrency(
+        system.one_local_step, "lconc", plan.concurrent, plan.concurrency
+    )
     log(f"ten-step workflow, {plan.ten_step_runs} runs one after another")
     ten = await run_at_concurrency(system.ten_steps, "ten", plan.ten_step_runs, 1)
     log(f"{plan.sleeps} durable sleeps due at the same instant")
     sleeps = await run_sleeps(system, "sleep", plan.sleeps, plan.concurrency)
-    return {"sequential": sequential, "concurrent": concurrent, "ten_steps": ten, "sleeps": sleeps}
+    return {
+        "sequential": sequential,
+        "concurrent": concurrent,
+        "local_sequential": local_sequential,
+        "local_concurrent": local_concurrent,
+        "ten_steps": ten,
+        "sleeps": sleeps,
+    }
