@@ -7,10 +7,12 @@ Only ``history.kernel`` writes these tables. Every per-execution table carries
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
 
 
 class ExecutionStatus(models.TextChoices):
@@ -137,6 +139,21 @@ class HistoryEvent(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "event_id"], name="uniq_event_per_run")]
+
+    @staticmethod
+    def epoch_time() -> RawSQL:
+        """``event_time`` as epoch seconds (``float8``), for reads of a whole long history.
+
+        Django loads each ``timestamptz`` in Python (about 8 µs a value); a float and
+        :func:`time_from_epoch` cost a tenth of that, which for the 5,000 events a
+        timeline or a reset preview reads is tens of milliseconds a page.
+        """
+        return RawSQL(f'extract(epoch from "{HistoryEvent._meta.db_table}"."event_time")::float8', ())
+
+
+def time_from_epoch(seconds: float) -> datetime:
+    """An aware UTC datetime from :meth:`HistoryEvent.epoch_time` (exact to the microsecond)."""
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 class ActivityState(models.TextChoices):

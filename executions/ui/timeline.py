@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from history.models import HistoryEvent, WorkflowExecution
+from history.models import HistoryEvent, WorkflowExecution, time_from_epoch
 
 # Outcomes double as CSS class suffixes (``tl-completed`` ...) and as the words the
 # accessible names use, so colour is never the only signal.
@@ -198,9 +198,15 @@ def _read_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
     """The one query: each event's id, type, time and link attributes (as text)."""
     annotations = {name: KT(path) for name, path in LINK_ATTRIBUTES}
     rows = (
-        HistoryEvent.objects.filter(run=ex).annotate(**annotations).order_by("event_id").values_list(*COLUMNS)
+        HistoryEvent.objects.filter(run=ex)
+        .annotate(epoch=HistoryEvent.epoch_time(), **annotations)
+        .order_by("event_id")
+        .values_list(*(column if column != "event_time" else "epoch" for column in COLUMNS))
     )
-    return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+    events = [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+    for event in events:
+        event["event_time"] = time_from_epoch(event["event_time"])
+    return events
 
 
 def _int(text: str | None) -> int:

@@ -45,6 +45,7 @@ from history.models import (
     TimerKind,
     TimerTask,
     WorkflowExecution,
+    time_from_epoch,
 )
 from namespaces.models import Namespace
 from namespaces.search_attributes import merge_search_attributes
@@ -455,18 +456,19 @@ def reset_points(base: WorkflowExecution) -> list[ResetPointSummary]:
             scheduled_id=KT("attributes__scheduled_event_id"),
             signal_name=KT("attributes__signal_name"),
             build_id=KT("attributes__worker_version__build_id"),
+            epoch=HistoryEvent.epoch_time(),
         )
         .values_list(
-            "event_id", "event_type", "event_time", "activity_type", "scheduled_id", "signal_name", "build_id"
+            "event_id", "event_type", "epoch", "activity_type", "scheduled_id", "signal_name", "build_id"
         )
     )
     points: list[ResetPointSummary] = []
     activity_names: dict[int, str] = {}
-    for event_id, kind, at, activity_type, scheduled_id, signal_name, build_id in rows.iterator(2000):
+    for event_id, kind, epoch, activity_type, scheduled_id, signal_name, build_id in rows.iterator(2000):
         if kind == "ActivityTaskScheduled":
             activity_names[event_id] = str(activity_type or "")
         if kind == "WorkflowTaskCompleted":
-            points.append(ResetPointSummary(event_id, at, str(build_id or "")))
+            points.append(ResetPointSummary(event_id, time_from_epoch(epoch), str(build_id or "")))
             continue
         if not points or kind in _TASK_NOISE:
             continue
