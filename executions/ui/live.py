@@ -16,6 +16,7 @@ handshake, and membership is checked again before every push.
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -115,12 +116,6 @@ class Watch:
         }
 
 
-async def wait_for_history(run_id: str, timeout: float) -> None:
-    """Wait for the run's history notification, as the REST history long-poll does."""
-    hub.ensure_listening(await database_sync_to_async(listen_conninfo)())
-    await hub.wait(run_id, timeout)
-
-
 class ExecutionLiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]  # channels is untyped
     """Pushes a run's new events to its execution page until the run closes."""
 
@@ -143,17 +138,27 @@ class ExecutionLiveConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]  
         """The page sends nothing; anything it sends is ignored."""
 
     async def _push(self, watch: Watch) -> None:
+        """Send what is new, then wait for the run's history notification (as the REST
+        history long-poll does) or the safety re-check, until the run closes."""
         recheck = engine_settings().safety_recheck_seconds
+        run_id = str(watch.ex.run_id)
+        hub.ensure_listening(await database_sync_to_async(listen_conninfo)())
         while True:
             if not await database_sync_to_async(watch.still_allowed)():
                 await self.close(code=4403)
                 return
-            update = await database_sync_to_async(watch.next_update)()
-            if update is not None:
-                await self.send_json(update)
-            if watch.closed:
-                await self.send_json({"type": "closed", "status": watch.ex.status})
-                await self.close(code=1000)
-                return
-            if update is None:
-                await wait_for_history(str(watch.ex.run_id), recheck)
+            # Subscribed before the read: an event appended while it reads wakes the wait.
+            woken = hub.subscribe(run_id)
+            try:
+                update = await database_sync_to_async(watch.next_update)()
+                if update is not None:
+                    await self.send_json(update)
+                if watch.closed:
+                    await self.send_json({"type": "closed", "status": watch.ex.status})
+                    await self.close(code=1000)
+                    return
+                if update is None:
+                    with suppress(TimeoutError):
+                        await asyncio.wait_for(woken.wait(), recheck)
+            finally:
+                hub.unsubscribe(run_id, woken)
