@@ -22,6 +22,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from proc_cpu import cpu_by_pid
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
 
@@ -150,8 +152,7 @@ class FiringCost:
 
 def backend_cpu_seconds(pid: int) -> float:
     """User + system CPU of this connection's PostgreSQL backend (same host), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_by_pid({pid}).get(pid, 0.0)
 
 
 def fire_all(owner: ShardOwner) -> FiringCost:

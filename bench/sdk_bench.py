@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from proc_cpu import CpuSnapshot, backend_pids, cpu_by_pid, process_tree
 from run_bench import free_port, prepare_database, python_exe, with_db
-from sdk_bench_workloads import Json, Plan, measure
+from sdk_bench_workloads import CpuProbe, Json, Plan, measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's sdk, installed or not
 from sdk_bench_worker import ChronicleSystem
@@ -121,10 +122,28 @@ def start_py_spy(pid: int | None, out: Path) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-async def drive_chronicle(url: str, key: str, plan: Plan) -> Json:
+def chronicle_cpu_probe(stack: ProcessGroup, worker: subprocess.Popen[bytes], dburl: str) -> CpuProbe:
+    """CPU by part of the deployment: frontends, daemons, the SDK worker, PostgreSQL, and
+    this process (the application starting workflows and waiting for their results)."""
+    frontend = process_tree({stack.processes["frontend"].pid})
+    daemons = process_tree({p.pid for name, p in stack.processes.items() if name != "frontend"})
+
+    def probe() -> dict[str, CpuSnapshot]:
+        return {
+            "frontend": cpu_by_pid(frontend),
+            "daemons": cpu_by_pid(daemons),
+            "worker": cpu_by_pid({worker.pid}),
+            "postgres": cpu_by_pid(backend_pids(dburl)),
+            "application": cpu_by_pid({os.getpid()}),
+        }
+
+    return probe
+
+
+async def drive_chronicle(url: str, key: str, plan: Plan, cpu: CpuProbe) -> Json:
     client = await Client.connect(url, namespace=NAMESPACE, api_key=key)
     try:
-        return await measure(ChronicleSystem(client, QUEUE), plan, log)
+        return await measure(ChronicleSystem(client, QUEUE), plan, log, cpu)
     finally:
         await client.close()
 
@@ -155,8 +174,7 @@ def run_chronicle(server_url: str, plan: Plan, systems: set[str], profile: bool)
         with stack:
             stack.wait_http(url, timeout=60)
             if "chronicle" in systems:
-                frontend = stack.processes["frontend"]
-                figures = measure_with_worker_process(env, url, key, plan, frontend, worker_profile)
+                figures = measure_with_worker_process(env, url, key, plan, stack, worker_profile)
             if "inprocess" in systems:
                 log("Chronicle: one application process hosting the worker, eager start")
                 in_process = run_in_process(env, url, key, plan)
@@ -168,15 +186,16 @@ def measure_with_worker_process(
     url: str,
     key: str,
     plan: Plan,
-    frontend: subprocess.Popen[bytes],
+    stack: ProcessGroup,
     worker_profile: Path | None,
 ) -> Json:
     worker = start_worker(env, url, key, worker_profile)
     spy_out = RESULTS / "sdk_frontend.pyspy.txt"
-    spy = start_py_spy(frontend_worker_pid(frontend), spy_out) if worker_profile else None
+    spy = start_py_spy(frontend_worker_pid(stack.processes["frontend"]), spy_out) if worker_profile else None
     log("Chronicle: one SDK worker process, this process the application")
     try:
-        figures = asyncio.run(drive_chronicle(url, key, plan))
+        cpu = chronicle_cpu_probe(stack, worker, env["DATABASE_URL"])
+        figures = asyncio.run(drive_chronicle(url, key, plan, cpu))
     finally:
         if spy is not None:
             spy.send_signal(2)  # py-spy writes its output on SIGINT
@@ -278,12 +297,14 @@ ROWS: list[tuple[str, tuple[str, ...], str, bool]] = [
     ("one-step wf/s, concurrency 32", ("concurrent", "workflows_per_s"), "/s", True),
     ("  latency p50", ("concurrent", "latency", "p50_ms"), " ms", False),
     ("  latency p99", ("concurrent", "latency", "p99_ms"), " ms", False),
+    ("  CPU per workflow", ("concurrent", "cpu_ms_per_workflow", "total"), " ms", False),
     ("local step wf/s, concurrency 1", ("local_sequential", "workflows_per_s"), "/s", True),
     ("  latency p50", ("local_sequential", "latency", "p50_ms"), " ms", False),
     ("  latency p99", ("local_sequential", "latency", "p99_ms"), " ms", False),
     ("local step wf/s, concurrency 32", ("local_concurrent", "workflows_per_s"), "/s", True),
     ("  latency p50", ("local_concurrent", "latency", "p50_ms"), " ms", False),
     ("  latency p99", ("local_concurrent", "latency", "p99_ms"), " ms", False),
+    ("  CPU per workflow", ("local_concurrent", "cpu_ms_per_workflow", "total"), " ms", False),
     ("ten-step workflow p50", ("ten_steps", "latency", "p50_ms"), " ms", False),
     ("ten-step workflow p99", ("ten_steps", "latency", "p99_ms"), " ms", False),
     ("500 sleeps: lateness p50", ("sleeps", "lateness", "p50_ms"), " ms", False),
@@ -325,6 +346,18 @@ def table(results: Json, plan: Plan) -> str:
     lines = [rule, "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), rule]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join([*lines, rule])
+
+
+def cpu_text(results: Json) -> str:
+    """Where each system's CPU per workflow goes at concurrency 32, by group of processes."""
+    lines = ["CPU per workflow at concurrency 32, by process group (ms):"]
+    for key, title in COLUMNS:
+        for phase, workload in (("concurrent", "one-step"), ("local_concurrent", "local step")):
+            groups = dig(results.get(key), phase, "cpu_ms_per_workflow")
+            if isinstance(groups, dict):
+                parts = ", ".join(f"{g} {ms:.1f}" for g, ms in groups.items() if g != "total")
+                lines.append(f"  {title}, {workload}: {parts}; total {groups['total']:.1f}")
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def profile_text(chronicle: Json) -> str:
@@ -371,6 +404,7 @@ def main(argv: list[str]) -> int:
         results["dbos"] = run_dbos(args.database_url, plan)
     (RESULTS / "sdk_latest.json").write_text(json.dumps(results, indent=2) + "\n")
     print(table(results, plan))
+    print(cpu_text(results))
     if args.profile:
         print(profile_text(results.get("chronicle") or {}))
     log(f"wrote {(RESULTS / 'sdk_latest.json').relative_to(ROOT)}")

@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
 
 from dbos import DBOS, DBOSConfig
-from sdk_bench_workloads import Plan, measure
+from proc_cpu import CpuSnapshot, backend_pids, cpu_by_pid
+from sdk_bench_workloads import CpuProbe, Plan, measure
 
 
 @DBOS.step()
@@ -79,13 +81,22 @@ def parse(argv: list[str]) -> tuple[str, Plan]:
     return str(ns.database_url), Plan.from_arguments(ns)
 
 
+def dbos_cpu_probe(url: str) -> CpuProbe:
+    """CPU by part: this process (application, workflows and steps together) and PostgreSQL."""
+
+    def probe() -> dict[str, CpuSnapshot]:
+        return {"application": cpu_by_pid({os.getpid()}), "postgres": cpu_by_pid(backend_pids(url))}
+
+    return probe
+
+
 def main(argv: list[str]) -> int:
     url, plan = parse(argv)
     config: DBOSConfig = {"name": "sdk-bench", "system_database_url": url, "log_level": "WARNING"}
     DBOS(config=config)
     DBOS.launch()
     try:
-        figures = asyncio.run(measure(DbosSystem(), plan, log))
+        figures = asyncio.run(measure(DbosSystem(), plan, log, dbos_cpu_probe(url)))
     finally:
         DBOS.destroy()
     print(json.dumps(figures))

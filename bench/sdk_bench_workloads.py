@@ -13,7 +13,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from proc_cpu import CpuSnapshot, cpu_used
+
 Json = dict[str, Any]
+# Called before and after a workload: each group of processes (a server's frontends, its
+# worker, the PostgreSQL backends, ...) and the CPU seconds its processes have used so far.
+CpuProbe = Callable[[], dict[str, CpuSnapshot]]
 
 
 class System(Protocol):
@@ -77,10 +82,24 @@ async def _timed(call: Callable[[str], Awaitable[None]], key: str, into: list[fl
     into.append(time.perf_counter() - t0)
 
 
+def cpu_per_workflow(before: dict[str, CpuSnapshot], after: dict[str, CpuSnapshot], workflows: int) -> Json:
+    """Milliseconds of CPU each group spent per workflow between two probes, and their total."""
+    per = {
+        group: cpu_used(before.get(group, {}), snap) * 1000.0 / max(1, workflows)
+        for group, snap in after.items()
+    }
+    return {**per, "total": sum(per.values())}
+
+
 async def run_at_concurrency(
-    call: Callable[[str], Awaitable[None]], prefix: str, total: int, concurrency: int
+    call: Callable[[str], Awaitable[None]],
+    prefix: str,
+    total: int,
+    concurrency: int,
+    cpu: CpuProbe | None = None,
 ) -> Json:
-    """``total`` workflows, ``concurrency`` in flight at any time: throughput and latency."""
+    """``total`` workflows, ``concurrency`` in flight at any time: throughput and latency,
+    and with ``cpu`` the CPU each group of processes spent per workflow."""
     latencies: list[float] = []
     keys = iter(range(total))
 
@@ -88,16 +107,20 @@ async def run_at_concurrency(
         for i in keys:
             await _timed(call, f"{prefix}-{i}", latencies)
 
+    before = cpu() if cpu is not None else {}
     t0 = time.perf_counter()
     await asyncio.gather(*(lane() for _ in range(concurrency)))
     elapsed = time.perf_counter() - t0
-    return {
+    figures: Json = {
         "workflows": total,
         "concurrency": concurrency,
         "seconds": elapsed,
         "workflows_per_s": total / elapsed,
         "latency": latency_summary(latencies),
     }
+    if cpu is not None:
+        figures["cpu_ms_per_workflow"] = cpu_per_workflow(before, cpu(), total)
+    return figures
 
 
 async def run_sleeps(system: System, prefix: str, count: int, start_concurrency: int) -> Json:
@@ -123,18 +146,24 @@ async def run_sleeps(system: System, prefix: str, count: int, start_concurrency:
     return {"sleeps": count, "start_margin_s": margin, "lateness": summary}
 
 
-async def measure(system: System, plan: Plan, log: Callable[[str], None]) -> Json:
-    """Every workload in order, warm-up first; the figures as one JSON-able dict."""
+async def measure(
+    system: System, plan: Plan, log: Callable[[str], None], cpu: CpuProbe | None = None
+) -> Json:
+    """Every workload in order, warm-up first; the figures as one JSON-able dict.
+
+    With ``cpu``, the concurrent one-step phases also report the CPU per workflow by
+    group of processes: at concurrency 32 the machine is busy, so that is the cost that
+    bounds throughput."""
     log(f"warm-up: {plan.warmup} one-step workflows")
     await run_at_concurrency(system.one_step, "warm", plan.warmup, min(plan.warmup, plan.concurrency))
     log(f"one-step workflows, one at a time: {plan.sequential}")
     sequential = await run_at_concurrency(system.one_step, "seq", plan.sequential, 1)
     log(f"one-step workflows, {plan.concurrency} at a time: {plan.concurrent}")
-    concurrent = await run_at_concurrency(system.one_step, "conc", plan.concurrent, plan.concurrency)
+    concurrent = await run_at_concurrency(system.one_step, "conc", plan.concurrent, plan.concurrency, cpu)
     log(f"local-step workflows: {plan.sequential} in turn, {plan.concurrent} {plan.concurrency} at a time")
     local_sequential = await run_at_concurrency(system.one_local_step, "lseq", plan.sequential, 1)
     local_concurrent = await run_at_concurrency(
-        system.one_local_step, "lconc", plan.concurrent, plan.concurrency
+        system.one_local_step, "lconc", plan.concurrent, plan.concurrency, cpu
     )
     log(f"ten-step workflow, {plan.ten_step_runs} runs one after another")
     ten = await run_at_concurrency(system.ten_steps, "ten", plan.ten_step_runs, 1)

@@ -25,6 +25,7 @@ from chronicle.errors import ChronicleError, ErrorCode, invalid
 from chronicle.openapi import endpoint
 from executions import schemas, search_attributes, selectors, visibility
 from history import kernel
+from history.kernel._mutation import close_wakeup_key
 from history.models import QueryState, WorkflowExecution, WorkflowQuery
 from matching.longpoll import hub
 from namespaces.auth import access_namespace
@@ -442,8 +443,8 @@ def _history_wait_limit(p: dict[str, Any]) -> float:
 def _close_event_page(execution: WorkflowExecution, p: dict[str, Any]) -> dict[str, Any]:
     """The close event alone (none while running), waiting for it when asked.
 
-    One answer per run instead of one per appended event: the wake-ups of a waiting
-    client stay inside this request.
+    One answer per run instead of one per appended event, and one wake-up too: the wait
+    listens for the run's close notification, not for each appended event.
     """
     if p["wait_new_event"] and execution.is_running:
 
@@ -453,7 +454,7 @@ def _close_event_page(execution: WorkflowExecution, p: dict[str, Any]) -> dict[s
 
         deadline = time.monotonic() + _history_wait_limit(p)
         while execution.is_running and (remaining := deadline - time.monotonic()) > 0:
-            _wait_for(str(execution.run_id), remaining, closed)
+            _wait_for(close_wakeup_key(execution.run_id), remaining, closed)
     events: list[dict[str, Any]] = []
     if not execution.is_running:
         events, _ = selectors.history_page(execution, after_event_id=execution.next_event_id - 2, page_size=1)

@@ -55,6 +55,11 @@ class WakeupHub:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # A cancel that psycopg surfaced as its own error (the loop is closing):
+                    # reconnecting would swallow it and keep the loop from ever closing.
+                    raise
                 log.exception("LISTEN connection lost; reconnecting")
                 await asyncio.sleep(0.5)
 

@@ -30,6 +30,7 @@ from history.models import (
     HistoryEvent,
     PendingActivity,
     PendingChildExecution,
+    PendingExternalRequest,
     Schedule,
     Task,
     TaskKind,
@@ -117,6 +118,15 @@ def task_wakeup_key(namespace_id: uuid.UUID | str, kind: str, task_queue: str, b
     counted wake-up must reach a poll that can claim the task, not one of another build.
     """
     return f"{namespace_id}|{kind}|{len(build_id)}:{build_id}|{task_queue}"
+
+
+def close_wakeup_key(run_id: uuid.UUID | str) -> str:
+    """What a wait for a run's close listens for (on the history channel).
+
+    Every appended event notifies the run's id; a client waiting only for the close
+    (``CLOSE_EVENT``, what ``result()`` asks) would re-read the run on each of them.
+    """
+    return f"close:{run_id}"
 
 
 def task_wakeup_payload(key: str, count: int) -> str:
@@ -395,6 +405,7 @@ class ExecutionMutation:
         ex.buffered_events = []
         self.clear_workflow_task()
         self.closed_now = True
+        self._notifications.add((HISTORY_CHANNEL, close_wakeup_key(ex.run_id)))
         self._wake_schedule()
         return event_id
 
@@ -421,15 +432,25 @@ class ExecutionMutation:
         self._notifications.add((TIMERS_CHANNEL, f"{shard_id}|{self.now.timestamp()}"))
 
     def _drop_pending_work(self) -> None:
+        """Delete the closed run's activities, timers (but those that outlive a close), task
+        rows and external requests: one statement, since every run's close pays for it."""
         ex = self.execution
-        PendingActivity.objects.filter(run=ex).delete()
-        TimerTask.objects.filter(run=ex).exclude(kind__in=SURVIVE_CLOSE).delete()
         with connection.cursor() as cursor:
-            # SKIP LOCKED: a row a poller holds is stale anyway and is dropped on claim.
+            # SKIP LOCKED: a task row a poller holds is stale anyway and is dropped on claim.
             cursor.execute(
-                "DELETE FROM history_task WHERE id IN "
-                "(SELECT id FROM history_task WHERE run_id = %s FOR UPDATE SKIP LOCKED)",
-                [ex.run_id],
+                f"""
+                WITH activities AS (DELETE FROM {PendingActivity._meta.db_table} WHERE run_id = %(run)s),
+                timers AS (
+                    DELETE FROM {TimerTask._meta.db_table} WHERE run_id = %(run)s AND kind <> ALL(%(keep)s)
+                ),
+                tasks AS (
+                    DELETE FROM {Task._meta.db_table} WHERE id IN (
+                        SELECT id FROM {Task._meta.db_table} WHERE run_id = %(run)s FOR UPDATE SKIP LOCKED
+                    )
+                )
+                DELETE FROM {PendingExternalRequest._meta.db_table} WHERE run_id = %(run)s
+                """,
+                {"run": ex.run_id, "keep": sorted(str(kind) for kind in SURVIVE_CLOSE)},
             )
         self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
 

@@ -167,6 +167,10 @@ def activity_task_dict(ex: WorkflowExecution, activity: PendingActivity) -> dict
     }
 
 
+# What starting an attempt changes on its pending row.
+_STARTED_FIELDS = ["state", "started_time", "started_identity", "started_request_id", "last_heartbeat_time"]
+
+
 def start_activity_txn(
     m: ExecutionMutation,
     activity: PendingActivity,
@@ -180,7 +184,7 @@ def start_activity_txn(
     activity.started_identity = identity
     activity.started_request_id = request_id
     activity.last_heartbeat_time = None
-    activity.save()
+    activity.save(update_fields=_STARTED_FIELDS)
     m.add_timer(
         TimerKind.ACTIVITY_TIMEOUT,
         m.now + timedelta(seconds=activity.start_to_close_timeout),

@@ -215,10 +215,10 @@ def _pending_request(
 def schedule_close_duties(m: ExecutionMutation) -> None:
     """When a run closes: tell its parent (unless its chain goes on), apply its children's policies.
 
-    Called as the close is saved, after the run's other pending work was dropped.
+    Called as the close is saved, after the run's other pending work (external requests
+    included) was dropped.
     """
     ex = m.execution
-    PendingExternalRequest.objects.filter(run=ex).delete()
     if ex.reset_run_id is not None:
         # Closed by a reset: the new run carries on as the child of the same parent and
         # takes over this run's children, so no one is told and no close policy applies.

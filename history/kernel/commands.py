@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import Count, Q
+
 from chronicle.errors import invalid
 from history.cron import CronError, validate_cron
 from history.kernel import children
@@ -71,9 +73,13 @@ def _schedule_activity(
     type_name = activity_type.get("name") if isinstance(activity_type, dict) else activity_type
     if not isinstance(type_name, str) or not type_name:
         raise CommandRejected(cause, "activity_type is required")
-    if PendingActivity.objects.filter(run=m.execution, activity_id=activity_id).exists():
+    # Both checks in one statement: every scheduled activity pays for them.
+    pending = PendingActivity.objects.filter(run=m.execution).aggregate(
+        same_id=Count("id", filter=Q(activity_id=activity_id)), total=Count("id")
+    )
+    if pending["same_id"]:
         raise CommandRejected("SCHEDULE_ACTIVITY_DUPLICATE_ID", f"activity_id {activity_id!r} is pending")
-    if PendingActivity.objects.filter(run=m.execution).count() >= m.namespace.max_pending_activities:
+    if pending["total"] >= m.namespace.max_pending_activities:
         raise CommandRejected("PENDING_ACTIVITIES_LIMIT_EXCEEDED", "too many pending activities")
     try:
         policy = normalize_retry_policy(a.get("retry_policy"))

@@ -301,6 +301,20 @@ def test_history_long_poll_wakes_on_new_event(api: Api, worker: ScriptedWorker) 
     assert time.monotonic() - started < 5
 
 
+def test_close_event_wait_answers_at_the_close_not_at_other_events(api: Api, worker: ScriptedWorker) -> None:
+    wid = _wid()
+    api.start(wid, worker.queue)
+    threading.Timer(0.3, lambda: api.post(f"/workflows/{wid}/signal", {"signal_name": "x"})).start()
+    threading.Timer(0.8, lambda: api.post(f"/workflows/{wid}/terminate", {"reason": "done"})).start()
+    started = time.monotonic()
+    r = api.get(f"/workflows/{wid}/history", history_event_filter_type="CLOSE_EVENT", wait_new_event="true")
+
+    assert r.status_code == 200
+    assert [e["event_type"] for e in r.json()["events"]] == ["WorkflowExecutionTerminated"]
+    assert r.json()["status"] == "Terminated"
+    assert 0.7 < time.monotonic() - started < 5
+
+
 def test_eager_start_returns_the_first_workflow_task(api: Api, worker: ScriptedWorker) -> None:
     wid = _wid()
     started = api.start(wid, worker.queue, request_eager_execution=True, identity="eager-worker")
