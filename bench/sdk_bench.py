@@ -162,7 +162,8 @@ def run_in_process(env: dict[str, str], url: str, key: str, plan: Plan) -> Json:
 def run_chronicle(server_url: str, plan: Plan, systems: set[str], profile: bool) -> tuple[Json, Json]:
     """Both Chronicle deployments on one server: (worker process, in-process)."""
     with scratch_database(server_url, "chronicle_sdkbench") as dburl:
-        env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING")
+        # The access log off, as in run_bench.py: the figures are the engine's, not logging's.
+        env = dict(os.environ, DATABASE_URL=dburl, CHRONICLE_LOG_LEVEL="WARNING", CHRONICLE_ACCESS_LOG="")
         log("Chronicle: migrating a scratch database")
         key = prepare_database(env, NAMESPACE)
         port = free_port()

@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from inspect import iscoroutinefunction
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
@@ -27,6 +26,8 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
 from django.urls import Resolver404, get_resolver, set_script_prefix, set_urlconf
 from django.utils.log import log_response
+
+from chronicle.api import waits_on_its_thread
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
 
@@ -50,7 +51,9 @@ class ApiHandler(ASGIHandler):
     signal, the view, the close) to a thread it started for that one request, plus two
     tasks to watch for a disconnect. Here a sync view's request is built, answered and
     closed in one trip to :data:`API_THREADS`, whose threads serve request after
-    request. Async views (the task-queue long-polls) take Django's path unchanged.
+    request. Async views (the task-queue long-polls) and views that wait on a thread
+    (marked with :func:`chronicle.api.waiting_view`: history long-polls, queries) take
+    Django's path unchanged, so no number of waiting clients can use up the pool.
     """
 
     def load_middleware(self, is_async: bool = False) -> None:
@@ -69,7 +72,7 @@ class ApiHandler(ASGIHandler):
         receive: Callable[..., Awaitable[Any]],
         send: Callable[..., Awaitable[Any]],
     ) -> None:
-        if _serves_async_view(scope["path"]):
+        if _takes_djangos_path(scope["path"]):
             await super().handle(scope, receive, send)
             return
         try:
@@ -81,9 +84,11 @@ class ApiHandler(ASGIHandler):
             response = await sync_to_async(self._respond, thread_sensitive=False, executor=API_THREADS)(
                 scope, body_file
             )
-            await self.send_response(response, send)
-            if response.streaming:
-                await sync_to_async(response.close)()
+            try:
+                await self.send_response(response, send)
+            finally:
+                if response.streaming:  # none of the API's views streams; closed after sending
+                    await sync_to_async(response.close, thread_sensitive=False, executor=API_THREADS)()
         finally:
             body_file.close()
 
@@ -107,20 +112,22 @@ class ApiHandler(ASGIHandler):
         return response
 
 
-# Threads for the API's sync views, reused from request to request. A history long-poll
-# holds one while it waits, so there are many; idle ones are reused before a new one starts.
+# Threads for the API's sync views that answer without waiting, reused from request to
+# request; idle ones are reused before a new one starts.
 API_THREADS = ThreadPoolExecutor(
-    max_workers=int(os.environ.get("CHRONICLE_API_THREADS", "512")), thread_name_prefix="chronicle-api"
+    max_workers=int(os.environ.get("CHRONICLE_API_THREADS", "64")), thread_name_prefix="chronicle-api"
 )
 
 
-def _serves_async_view(path: str) -> bool:
-    """Whether ``path`` resolves to an async view (an unknown path takes the sync path's 404)."""
+def _takes_djangos_path(path: str) -> bool:
+    """Whether ``path`` resolves to an async view or to one that waits on its thread (an
+    unknown path takes the pool's path, to its 404)."""
     try:
         match = get_resolver().resolve(path)
     except Resolver404:
         return False
-    return iscoroutinefunction(match.func)
+    view_class = getattr(match.func, "view_class", None)
+    return iscoroutinefunction(match.func) or waits_on_its_thread(view_class)
 
 
 def route_http(site: Asgi, api: Asgi) -> Asgi:

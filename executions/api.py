@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chronicle.api import StrictCharField, refuse_nul
+from chronicle.api import StrictCharField, refuse_nul, waiting_view
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError, ErrorCode, invalid
@@ -355,6 +355,7 @@ class TerminateApi(NamespaceApi):
         return Response({})
 
 
+@waiting_view
 class QueryApi(NamespaceApi):
     @extend_schema_serializer(component_name="QueryRequest")
     class InputSerializer(serializers.Serializer[Any]):
@@ -375,6 +376,7 @@ class QueryApi(NamespaceApi):
         return Response({"answer": answer})
 
 
+@waiting_view
 class HistoryApi(NamespaceApi):
     @extend_schema_serializer(component_name="HistoryParams")
     class ParamsSerializer(serializers.Serializer[Any]):

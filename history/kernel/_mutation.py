@@ -515,6 +515,18 @@ _JSON_COLUMNS = frozenset(f.attname for f in _EXECUTION_FIELDS if isinstance(f, 
 _SAVED_COLUMNS = "_chronicle_saved_columns"
 
 
+def _typed_param(field: models.Field[Any, Any]) -> str:
+    """A statement parameter for ``field``, typed so a multi-row ``VALUES`` list resolves.
+
+    Text goes as ``text``, not as the column's ``varchar(n)``: an explicit cast to
+    ``varchar(n)`` would cut an over-long value silently, where storing ``text`` into the
+    column refuses it, as the ORM's writes do.
+    """
+    if isinstance(field, models.CharField | models.TextField):
+        return "%s::text"
+    return f"%s::{field.db_type(connection)}"
+
+
 def remember_saved_columns(ex: WorkflowExecution) -> None:
     """Keep the run's column values as the database holds them (just locked, or just
     written), so :meth:`ExecutionMutation.save` writes only the columns that changed.
@@ -544,7 +556,7 @@ def _update_changed_columns(ex: WorkflowExecution, saved: dict[str, Any]) -> Non
     quote = connection.ops.quote_name
     pk = WorkflowExecution._meta.pk
     assert pk is not None
-    assignments = ", ".join(f"{quote(f.column)} = %s::{f.db_type(connection)}" for f in changed)
+    assignments = ", ".join(f"{quote(f.column)} = {_typed_param(f)}" for f in changed)
     params = [f.get_db_prep_save(getattr(ex, f.attname), connection) for f in changed]
     with connection.cursor() as cursor:
         cursor.execute(
@@ -581,7 +593,7 @@ def _update_executions(executions: list[WorkflowExecution]) -> None:
     pk = WorkflowExecution._meta.pk
     assert pk is not None
     fields = [pk, *_EXECUTION_FIELDS]
-    row_sql = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
+    row_sql = "(" + ", ".join(_typed_param(f) for f in fields) + ")"
     params = [f.get_db_prep_save(getattr(ex, f.attname), connection) for ex in executions for f in fields]
     columns = ", ".join(quote(f.column) for f in fields)
     assignments = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in _EXECUTION_FIELDS)
@@ -635,7 +647,7 @@ def _insert_rows(rows: list[Any]) -> None:
     assert pk is not None
     fields = [f for f in meta.concrete_fields if f is not pk]
     quote = connection.ops.quote_name
-    row_sql = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
+    row_sql = "(" + ", ".join(_typed_param(f) for f in fields) + ")"
     params = [f.get_db_prep_save(getattr(row, f.attname), connection) for row in rows for f in fields]
     with connection.cursor() as cursor:
         cursor.execute(

@@ -7,12 +7,13 @@ import time
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history import kernel
+from history.kernel._mutation import ExecutionMutation, lock_run
 from history.models import HistoryEvent, PendingActivity, Task, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.auth import access_namespace, api_key_from_header
@@ -175,3 +176,36 @@ def test_a_retried_signal_with_start_starts_and_signals_once() -> None:
     assert again.run_id == first.run_id
     execution = WorkflowExecution.objects.get(namespace=namespace, workflow_id="sws")
     assert event_types(execution).count("WorkflowExecutionSignaled") == 1
+
+
+@pytest.mark.django_db
+def test_an_over_long_text_value_is_refused_whole_not_cut_short() -> None:
+    execution = ExecutionFactory()
+    before = event_types(execution)
+    with pytest.raises(DataError), transaction.atomic(durable=False):
+        mutation = ExecutionMutation(lock_run(execution.run_id), execution.namespace)
+        mutation.append("E" * 65, {})  # the column holds 64
+        mutation.save()
+
+    assert event_types(execution) == before
+
+
+@pytest.mark.django_db
+def test_a_kernel_write_inserts_each_models_rows_with_one_statement_and_sets_their_ids() -> None:
+    execution = ExecutionFactory()
+    mutation = ExecutionMutation(lock_run(execution.run_id), execution.namespace)
+    mutation.append("WorkflowExecutionSignaled", {"signal_name": "a"})
+    mutation.append("WorkflowExecutionSignaled", {"signal_name": "b", "input": [{"nested": [1, "x"]}]})
+    events = list(mutation._events)
+    with CaptureQueriesContext(connection) as queries:
+        mutation.save()
+
+    inserts = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('INSERT INTO "history_historyevent"')
+    ]
+    assert len(inserts) == 1
+    stored = HistoryEvent.objects.filter(run=execution).order_by("-event_id")[:2]
+    assert sorted(e.pk for e in events) == sorted(e.pk for e in stored)
+    assert stored[0].attributes == {"signal_name": "b", "input": [{"nested": [1, "x"]}]}
