@@ -8,7 +8,7 @@ and oversized bodies before a view runs.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.http import Http404
@@ -161,23 +161,6 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return str(super().to_internal_value(data))
-
-
-_WAITS_ON_ITS_THREAD = "chronicle_waits_on_its_thread"
-V = TypeVar("V", bound=type)
-
-
-def waits_on_its_thread(view_class: type | None) -> bool:
-    """Whether a view class was marked with :func:`waiting_view`."""
-    return bool(getattr(view_class, _WAITS_ON_ITS_THREAD, False))
-
-
-def waiting_view(view_class: V) -> V:
-    """Mark a sync view that can block its thread while it waits for a notification (a
-    history long-poll, a query): the frontend gives each of its requests a thread of its
-    own instead of one of the pool that serves the views answering at once."""
-    setattr(view_class, _WAITS_ON_ITS_THREAD, True)
-    return view_class
 
 
 def refuse_nul(value: str, what: str) -> None:

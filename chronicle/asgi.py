@@ -27,7 +27,7 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.urls import Resolver404, get_resolver, set_script_prefix, set_urlconf
 from django.utils.log import log_response
 
-from chronicle.api import waits_on_its_thread
+from chronicle.waiting_views import waits_on_its_thread
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
 
@@ -52,7 +52,7 @@ class ApiHandler(ASGIHandler):
     tasks to watch for a disconnect. Here a sync view's request is built, answered and
     closed in one trip to :data:`API_THREADS`, whose threads serve request after
     request. Async views (the task-queue long-polls) and views that wait on a thread
-    (marked with :func:`chronicle.api.waiting_view`: history long-polls, queries) take
+    (marked with :func:`chronicle.waiting_views.waiting_view`: history long-polls, queries) take
     Django's path unchanged, so no number of waiting clients can use up the pool.
     """
 

@@ -18,11 +18,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chronicle.api import StrictCharField, refuse_nul, waiting_view
+from chronicle.api import StrictCharField, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from chronicle.openapi import endpoint
+from chronicle.waiting_views import waiting_view
 from executions import schemas, search_attributes, selectors, visibility
 from history import kernel
 from history.kernel._mutation import close_wakeup_key

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from chronicle.asgi import _takes_djangos_path
@@ -36,3 +41,16 @@ def test_polls_and_waiting_views_get_a_thread_of_their_own(path: str) -> None:
 )
 def test_views_that_answer_at_once_share_the_pool(path: str) -> None:
     assert not _takes_djangos_path(path)
+
+
+def test_the_asgi_module_loads_as_gunicorn_loads_it_with_no_settings_variable() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import chronicle.asgi"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
