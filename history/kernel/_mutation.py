@@ -9,6 +9,7 @@ queues the ``pg_notify`` calls that PostgreSQL delivers at commit.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import logging
@@ -515,8 +516,10 @@ _JSON_COLUMNS = frozenset(f.attname for f in _EXECUTION_FIELDS if isinstance(f, 
 _SAVED_COLUMNS = "_chronicle_saved_columns"
 
 
+@functools.cache
 def _typed_param(field: models.Field[Any, Any]) -> str:
-    """A statement parameter for ``field``, typed so a multi-row ``VALUES`` list resolves.
+    """A statement parameter for ``field``, typed so a multi-row ``VALUES`` list resolves
+    (cached: every kernel write asks, and the one database's types do not change).
 
     Text goes as ``text``, not as the column's ``varchar(n)``: an explicit cast to
     ``varchar(n)`` would cut an over-long value silently, where storing ``text`` into the
@@ -525,6 +528,13 @@ def _typed_param(field: models.Field[Any, Any]) -> str:
     if isinstance(field, models.CharField | models.TextField):
         return "%s::text"
     return f"%s::{field.db_type(connection)}"
+
+
+def _values(fields: list[Any], objects: list[Any]) -> tuple[str, list[Any]]:
+    """``fields`` of ``objects`` as a ``VALUES`` list's rows (typed parameters) and their values."""
+    row_sql = "(" + ", ".join(_typed_param(f) for f in fields) + ")"
+    params = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objects for f in fields]
+    return ", ".join([row_sql] * len(objects)), params
 
 
 def remember_saved_columns(ex: WorkflowExecution) -> None:
@@ -593,15 +603,14 @@ def _update_executions(executions: list[WorkflowExecution]) -> None:
     pk = WorkflowExecution._meta.pk
     assert pk is not None
     fields = [pk, *_EXECUTION_FIELDS]
-    row_sql = "(" + ", ".join(_typed_param(f) for f in fields) + ")"
-    params = [f.get_db_prep_save(getattr(ex, f.attname), connection) for ex in executions for f in fields]
+    rows_sql, params = _values(fields, executions)
     columns = ", ".join(quote(f.column) for f in fields)
     assignments = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in _EXECUTION_FIELDS)
     table = quote(WorkflowExecution._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} AS t SET {assignments} "
-            f"FROM (VALUES {', '.join([row_sql] * len(executions))}) AS v({columns}) "
+            f"FROM (VALUES {rows_sql}) AS v({columns}) "
             f"WHERE t.{quote(pk.column)} = v.{quote(pk.column)}",
             params,
         )
@@ -647,12 +656,11 @@ def _insert_rows(rows: list[Any]) -> None:
     assert pk is not None
     fields = [f for f in meta.concrete_fields if f is not pk]
     quote = connection.ops.quote_name
-    row_sql = "(" + ", ".join(_typed_param(f) for f in fields) + ")"
-    params = [f.get_db_prep_save(getattr(row, f.attname), connection) for row in rows for f in fields]
+    rows_sql, params = _values(fields, rows)
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-            f"VALUES {', '.join([row_sql] * len(rows))} RETURNING {quote(pk.column)}",
+            f"VALUES {rows_sql} RETURNING {quote(pk.column)}",
             params,
         )
         for row, (row_id,) in zip(rows, cursor.fetchall(), strict=True):
