@@ -87,19 +87,29 @@ def long_run(namespace: Any, events: int) -> Any:
         commands = [activity(n + i) for i in range(40)] + [
             {"command_type": "StartTimer", "attributes": timer}
         ]
-        kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=commands)
+        kernel.respond_workflow_task_completed(
+            scope=kernel.TaskScope(namespace.id, "long"), task_token=task["task_token"], commands=commands
+        )
         for i in range(40):
             claimed = poll_once(namespace, "long", "activity", "bench")
             assert claimed is not None
             if (n + i) % 4 == 0:
                 kernel.respond_activity_task_failed(
-                    task_token=claimed["task_token"], failure={"message": "flaky"}
+                    scope=kernel.TaskScope(namespace.id, "long"),
+                    task_token=claimed["task_token"],
+                    failure={"message": "flaky"},
                 )
             else:
-                kernel.respond_activity_task_completed(task_token=claimed["task_token"], result={"i": i})
+                kernel.respond_activity_task_completed(
+                    scope=kernel.TaskScope(namespace.id, "long"),
+                    task_token=claimed["task_token"],
+                    result={"i": i},
+                )
         fire(TimerKind.ACTIVITY_RETRY)
         while (retry := poll_once(namespace, "long", "activity", "bench")) is not None:
-            kernel.respond_activity_task_completed(task_token=retry["task_token"], result="retried")
+            kernel.respond_activity_task_completed(
+                scope=kernel.TaskScope(namespace.id, "long"), task_token=retry["task_token"], result="retried"
+            )
         fire(TimerKind.USER_TIMER)
         kernel.signal_workflow_execution(
             namespace, workflow_id=run.workflow_id, run_id=None, signal_name="tick", input=[n]

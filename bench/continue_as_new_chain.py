@@ -47,7 +47,9 @@ def measure_hops(hops: int) -> list[float]:
         started = time.perf_counter()
         task = poll_once(namespace, queue, "workflow", "bench")
         assert task is not None, "the next run's workflow task was not visible"
-        kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=[CAN])
+        kernel.respond_workflow_task_completed(
+            scope=kernel.TaskScope(namespace.id, queue), task_token=task["task_token"], commands=[CAN]
+        )
         durations.append(time.perf_counter() - started)
     return durations
 

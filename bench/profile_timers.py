@@ -37,6 +37,7 @@ from django.utils import timezone  # noqa: E402
 from chronicle.db import DatabaseOutage, listen_conninfo  # noqa: E402
 from history.kernel._mutation import ExecutionMutation, lock_run  # noqa: E402
 from history.kernel.executions import StartRequest, start_workflow_execution  # noqa: E402
+from history.kernel.tokens import TaskScope  # noqa: E402
 from history.kernel.workflow_tasks import respond_workflow_task_completed  # noqa: E402
 from history.models import TaskKind, TimerKind, TimerTask  # noqa: E402
 from history.shard_owner import ShardOwner  # noqa: E402
@@ -86,7 +87,12 @@ def dispatch_all(namespace_name: str) -> None:
             cpu1 = time.process_time()
             if task is None:
                 break
-            respond_workflow_task_completed(task_token=task["task_token"], commands=[], identity="profile")
+            respond_workflow_task_completed(
+                scope=TaskScope(namespace.id, "q-prof"),
+                task_token=task["task_token"],
+                commands=[],
+                identity="profile",
+            )
             complete_cpu += time.process_time() - cpu1
             poll_cpu += cpu1 - cpu0
             tasks += 1

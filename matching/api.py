@@ -26,6 +26,7 @@ from chronicle.errors import ChronicleError
 from chronicle.openapi import endpoint
 from history import kernel
 from history.kernel._mutation import task_wakeup_key
+from history.kernel.tokens import TaskScope
 from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp, dispatch_build_id
 from history.models import TaskKind
 from matching import schemas, selectors
@@ -118,18 +119,20 @@ class WorkerApi(APIView):
 
     InputSerializer: type[serializers.Serializer[Any]]
 
-    def gate(self, request: Request, namespace: str) -> None:
+    def gate(self, request: Request, namespace: str) -> Namespace:
         for value in self.kwargs.values():
             refuse_nul(str(value), "the path")
-        access_namespace(request.auth, namespace, "worker")
+        return access_namespace(request.auth, namespace, "worker")
 
-    def respond(self, request: Request, namespace: str, action: Callable[..., R]) -> R:
+    def respond(self, request: Request, namespace: str, task_queue: str, action: Callable[..., R]) -> R:
         """Check the key, validate the body with the view's ``InputSerializer`` and hand the
-        fields to the kernel ``action``; its return value is the caller's to answer with."""
-        self.gate(request, namespace)
+        fields to the kernel ``action`` with the URL's namespace and queue as the token's
+        scope (the kernel refuses a token from elsewhere); its return value is the
+        caller's to answer with."""
+        ns = self.gate(request, namespace)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return action(**data.validated_data)
+        return action(scope=TaskScope(ns.id, task_queue), **data.validated_data)
 
 
 class TokenSerializer(serializers.Serializer[Any]):
@@ -168,7 +171,7 @@ class WorkflowTaskCompleteApi(WorkerApi):
         response=schemas.WorkflowTaskCompletedSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        result = self.respond(request, namespace, kernel.respond_workflow_task_completed)
+        result = self.respond(request, namespace, task_queue, kernel.respond_workflow_task_completed)
         return Response(
             {
                 "workflow_task": result.new_workflow_task.as_dict() if result.new_workflow_task else None,
@@ -189,7 +192,7 @@ class WorkflowTaskFailApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, kernel.respond_workflow_task_failed)
+        self.respond(request, namespace, task_queue, kernel.respond_workflow_task_failed)
         return Response({})
 
 
@@ -204,7 +207,7 @@ class ActivityTaskCompleteApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, kernel.respond_activity_task_completed)
+        self.respond(request, namespace, task_queue, kernel.respond_activity_task_completed)
         return Response({})
 
 
@@ -220,7 +223,7 @@ class ActivityTaskFailApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, kernel.respond_activity_task_failed)
+        self.respond(request, namespace, task_queue, kernel.respond_activity_task_failed)
         return Response({})
 
 
@@ -235,7 +238,7 @@ class ActivityTaskCanceledApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, kernel.respond_activity_task_canceled)
+        self.respond(request, namespace, task_queue, kernel.respond_activity_task_canceled)
         return Response({})
 
 
@@ -252,7 +255,7 @@ class ActivityTaskHeartbeatApi(WorkerApi):
         response=schemas.HeartbeatResponseSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        cancel_requested = self.respond(request, namespace, kernel.record_activity_task_heartbeat)
+        cancel_requested = self.respond(request, namespace, task_queue, kernel.record_activity_task_heartbeat)
         return Response({"cancel_requested": cancel_requested})
 
 
@@ -269,7 +272,7 @@ class QueryTaskRespondApi(WorkerApi):
         request=InputSerializer,
     )
     def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, kernel.respond_query_task_completed)
+        self.respond(request, namespace, task_queue, kernel.respond_query_task_completed)
         return Response({})
 
 

@@ -225,7 +225,7 @@ def _start(
             return None
         response = build_workflow_task_response(execution, sticky=False)
         data = response.as_dict()
-        data["task_token"] = query_task_token(query)
+        data["task_token"] = query_task_token(query, execution.namespace_id)
         data["query"] = {
             "query_id": str(query.id),
             "query_type": query.query_type,

@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from factory.django import DjangoModelFactory, Password
 
 from history import kernel
+from history.kernel.tokens import TaskScope
 from history.models import WorkflowExecution
 from namespaces.models import ApiKey, MemberRole, Membership, Namespace, Role
 from namespaces.services import api_key_issue, namespace_create
@@ -104,3 +105,10 @@ class ExecutionFactory(factory.Factory[WorkflowExecution]):
     @classmethod
     def _build(cls, model_class: type[WorkflowExecution], *args: Any, **kwargs: Any) -> WorkflowExecution:
         raise TypeError("executions only exist through the kernel: use create()")
+
+
+def scope_of(task: dict[str, Any]) -> TaskScope:
+    """The scope a task's own worker answers it in: its run's namespace and its queue."""
+    run = WorkflowExecution.objects.get(run_id=task["workflow_execution"]["run_id"])
+    queue = task.get("task_queue") or task["workflow_execution_task_queue"]["name"]
+    return TaskScope(run.namespace_id, queue)

@@ -40,6 +40,7 @@ from history.kernel.schedules import (
     update_schedule,
 )
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
+from history.kernel.tokens import TaskScope
 from history.kernel.workflow_tasks import (
     CompletionResult,
     record_workflow_task_started_txn,
@@ -56,6 +57,7 @@ __all__ = [
     "ShardFenceLost",
     "StartRequest",
     "StartResult",
+    "TaskScope",
     "WorkflowTaskResponse",
     "backfill_schedule",
     "create_query",

@@ -14,7 +14,7 @@ from django.db import transaction
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel import tokens
-from history.kernel._mutation import PREVIOUS_EVENT, ExecutionMutation, check_payload, lock_run
+from history.kernel._mutation import PREVIOUS_EVENT, ExecutionMutation, check_payload
 from history.kernel.retry import decide_retry, normalize_activity_timeouts
 from history.models import ActivityState, PendingActivity, TaskKind, TimerKind, WorkflowExecution
 
@@ -142,7 +142,7 @@ def _dispatch_attempt(m: ExecutionMutation, activity: PendingActivity) -> None:
 
 def activity_task_dict(ex: WorkflowExecution, activity: PendingActivity) -> dict[str, Any]:
     token = tokens.encode(
-        {"k": "act", "r": str(ex.run_id), "s": activity.scheduled_event_id, "a": activity.attempt}
+        "act", ex.namespace_id, r=str(ex.run_id), s=activity.scheduled_event_id, a=activity.attempt
     )
     return {
         "task_token": token,
@@ -223,13 +223,19 @@ def record_activity_task_started_txn(
     return task
 
 
-def _lock_activity(token: dict[str, Any]) -> tuple[ExecutionMutation, PendingActivity]:
-    ex = lock_run(token["r"])
+def _lock_activity(
+    token: dict[str, Any], scope: tokens.TaskScope
+) -> tuple[ExecutionMutation, PendingActivity]:
+    """Lock the token's run and activity; refuse one of another namespace or queue as
+    unknown, and an attempt that has moved on as stale."""
+    ex = tokens.lock_token_run(token, scope)
     activity = (
         (PendingActivity.objects.select_for_update().filter(run=ex, scheduled_event_id=token["s"]).first())
         if ex.is_running
         else None
     )
+    if activity is not None:
+        tokens.check_scope(scope, namespace_id=ex.namespace_id, queues=(activity.task_queue,))
     if activity is None or activity.attempt != token["a"] or activity.state != ActivityState.STARTED:
         raise ChronicleError(ErrorCode.STALE_TASK, "activity task not found (stale or completed)")
     return ExecutionMutation(ex, ex.namespace), activity
@@ -266,10 +272,12 @@ def _finish(m: ExecutionMutation) -> None:
     crash_point("before_commit")
 
 
-def respond_activity_task_completed(*, task_token: str, result: Any, identity: str = "") -> None:
+def respond_activity_task_completed(
+    *, scope: tokens.TaskScope, task_token: str, result: Any, identity: str = ""
+) -> None:
     token = tokens.decode(task_token, "act")
     with transaction.atomic(durable=True):
-        m, activity = _lock_activity(token)
+        m, activity = _lock_activity(token, scope)
         try:
             check_payload(m.namespace, result, "activity result")
         except ChronicleError as exc:
@@ -358,6 +366,7 @@ def _trim_failure(failure: dict[str, Any]) -> dict[str, Any]:
 
 def respond_activity_task_failed(
     *,
+    scope: tokens.TaskScope,
     task_token: str,
     failure: dict[str, Any],
     identity: str = "",
@@ -367,7 +376,7 @@ def respond_activity_task_failed(
     if not isinstance(failure, dict):
         raise invalid("failure must be an object")
     with transaction.atomic(durable=True):
-        m, activity = _lock_activity(token)
+        m, activity = _lock_activity(token, scope)
         check_payload(m.namespace, failure, "failure")
         if last_heartbeat_details is not None:
             activity.heartbeat_details = last_heartbeat_details
@@ -375,10 +384,12 @@ def respond_activity_task_failed(
         _finish(m)
 
 
-def respond_activity_task_canceled(*, task_token: str, details: Any = None, identity: str = "") -> None:
+def respond_activity_task_canceled(
+    *, scope: tokens.TaskScope, task_token: str, details: Any = None, identity: str = ""
+) -> None:
     token = tokens.decode(task_token, "act")
     with transaction.atomic(durable=True):
-        m, activity = _lock_activity(token)
+        m, activity = _lock_activity(token, scope)
         if not activity.cancel_requested_event_id:
             raise invalid("the activity has no cancel request")
         _close_activity(
@@ -394,11 +405,11 @@ def respond_activity_task_canceled(*, task_token: str, details: Any = None, iden
         _finish(m)
 
 
-def record_activity_task_heartbeat(*, task_token: str, details: Any = None) -> bool:
+def record_activity_task_heartbeat(*, scope: tokens.TaskScope, task_token: str, details: Any = None) -> bool:
     """Keep the details and time; return whether cancellation was requested."""
     token = tokens.decode(task_token, "act")
     with transaction.atomic(durable=True):
-        m, activity = _lock_activity(token)
+        m, activity = _lock_activity(token, scope)
         check_payload(m.namespace, details, "heartbeat details")
         activity.heartbeat_details = details
         activity.last_heartbeat_time = m.now

@@ -25,8 +25,9 @@ MAX_BUFFERED_QUERIES = 1
 FAILING_TASK_ATTEMPT = 3
 
 
-def query_task_token(query: WorkflowQuery) -> str:
-    return tokens.encode({"k": "query", "q": str(query.id)})
+def query_task_token(query: WorkflowQuery, namespace_id: uuid.UUID) -> str:
+    """The token a query task carries, issued in its run's namespace."""
+    return tokens.encode("query", namespace_id, q=str(query.id))
 
 
 def enqueue_query_txn(mutation: ExecutionMutation, query: WorkflowQuery) -> None:
@@ -140,13 +141,28 @@ def _answer(query: WorkflowQuery, answer: Any, error_message: str) -> None:
 
 def respond_query_task_completed(
     *,
+    scope: tokens.TaskScope,
     task_token: str,
     answer: Any = None,
     error_message: str = "",
 ) -> None:
+    """Keep a query task's answer and wake its caller. A token of another namespace, or
+    one answered under another queue than its run's, is refused as an unknown task."""
     token = tokens.decode(task_token, "query")
+    tokens.check_issued_in(token, scope)
     with transaction.atomic(durable=True):
-        query = WorkflowQuery.objects.select_for_update().filter(id=token["q"]).first()
-        if query is None or query.state != QueryState.PENDING:
+        query = (
+            WorkflowQuery.objects.select_for_update(of=("self",))
+            .select_related("run")
+            .filter(id=token["q"])
+            .first()
+        )
+        if query is None:
+            raise tokens.task_not_found()
+        run = query.run
+        tokens.check_scope(
+            scope, namespace_id=run.namespace_id, queues=(run.task_queue, run.sticky_task_queue)
+        )
+        if query.state != QueryState.PENDING:
             raise ChronicleError(ErrorCode.STALE_TASK, "query not found or already answered")
         _answer(query, answer, error_message)

@@ -108,13 +108,12 @@ def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
 def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> WorkflowTaskResponse:
     """The poll answer: full history, or only new events on a sticky queue."""
     token = tokens.encode(
-        {
-            "k": "wft",
-            "r": str(ex.run_id),
-            "s": ex.wft_scheduled_event_id,
-            "st": ex.wft_started_event_id,
-            "a": ex.wft_attempt,
-        }
+        "wft",
+        ex.namespace_id,
+        r=str(ex.run_id),
+        s=ex.wft_scheduled_event_id,
+        st=ex.wft_started_event_id,
+        a=ex.wft_attempt,
     )
     after = ex.last_wft_started_event_id if sticky else 0
     return WorkflowTaskResponse(

@@ -14,7 +14,6 @@ from history.kernel._mutation import (
     ExecutionMutation,
     check_payload,
     continue_as_new_suggestion,
-    lock_run,
 )
 from history.kernel.command_checks import CommandRejected
 from history.kernel.commands import apply_commands, validate_command_list
@@ -68,8 +67,15 @@ def record_workflow_task_started_txn(
     return response
 
 
-def _lock_for_token(token: dict[str, Any]) -> WorkflowExecution:
-    ex = lock_run(token["r"])
+def _lock_for_token(token: dict[str, Any], scope: tokens.TaskScope) -> WorkflowExecution:
+    """Lock the token's run; refuse a task of another namespace or queue as unknown, and a
+    task the run has moved past as stale."""
+    ex = tokens.lock_token_run(token, scope)
+    tokens.check_scope(
+        scope,
+        namespace_id=ex.namespace_id,
+        queues=(ex.task_queue, ex.sticky_task_queue, ex.wft_task_queue),
+    )
     if (
         not ex.is_running
         or ex.wft_scheduled_event_id != token["s"]
@@ -89,6 +95,7 @@ class CompletionResult:
 
 def respond_workflow_task_completed(
     *,
+    scope: tokens.TaskScope,
     task_token: str,
     commands: list[dict[str, Any]],
     identity: str = "",
@@ -113,7 +120,7 @@ def respond_workflow_task_completed(
     result: CompletionResult | None = None
     rejected: CommandRejected | None = None
     with transaction.atomic(durable=True):
-        ex = _lock_for_token(token)
+        ex = _lock_for_token(token, scope)
         answer_buffered_queries_txn(ex, query_results or {})
         namespace = ex.namespace
         mutation = ExecutionMutation(ex, namespace)
@@ -171,7 +178,7 @@ def respond_workflow_task_completed(
     # A rejected command fails the task; the rollback above discarded the partial write.
     assert rejected is not None
     with transaction.atomic(durable=True):
-        ex = _lock_for_token(token)
+        ex = _lock_for_token(token, scope)
         answer_buffered_queries_txn(ex, query_results or {})
         mutation = ExecutionMutation(ex, ex.namespace)
         _fail_task(mutation, rejected.cause, {"message": rejected.message}, identity, count_attempt=True)
@@ -303,6 +310,7 @@ def _fail_task(
 
 def respond_workflow_task_failed(
     *,
+    scope: tokens.TaskScope,
     task_token: str,
     cause: str,
     failure: dict[str, Any],
@@ -312,7 +320,7 @@ def respond_workflow_task_failed(
     if not cause:
         raise invalid("cause is required")
     with transaction.atomic(durable=True):
-        ex = _lock_for_token(token)
+        ex = _lock_for_token(token, scope)
         mutation = ExecutionMutation(ex, ex.namespace)
         _fail_task(mutation, cause, failure, identity, count_attempt=True)
         mutation.save()

@@ -192,3 +192,58 @@ def test_busy_namespace_does_not_starve_another(stack: Stack, make_tenant: Any) 
 
     assert api_b.describe(wid)["status"] == "Completed"
     assert elapsed < 5, elapsed
+
+
+def test_a_worker_of_another_namespace_cannot_move_a_run_with_its_leaked_tokens(
+    stack: Stack, make_tenant: Any
+) -> None:
+    """A's worker holds B's genuine tokens (a leaked log line) and tries them on A's URLs:
+    every call is refused as an unknown task and B's run does not move; B's own worker
+    then finishes the run with the same tokens."""
+    a, b = make_tenant(), make_tenant()
+    b_api, wid, q = Api(stack, b), _wid(), f"q-{uuid.uuid4().hex[:8]}"
+    b_worker, thief = (
+        ScriptedWorker(b_api, q, "b-worker"),
+        ScriptedWorker(Api(stack, a, "worker"), q, "a-worker"),
+    )
+    b_api.start(wid, q)
+
+    def refused(r: httpx.Response) -> None:
+        assert (r.status_code, r.json()) == (404, {"code": "not_found", "message": "task not found"}), r.text
+
+    wft = b_worker.poll_workflow_task()
+    before = b_api.events(wid)
+    refused(thief.complete_workflow_task(wft, command("CompleteWorkflowExecution", result="stolen")))
+    refused(
+        thief.api.post(
+            f"/task-queues/{q}/workflow-tasks/fail", {"task_token": wft["task_token"], "cause": "x"}
+        )
+    )
+    assert b_api.events(wid) == before
+    schedule = command(
+        "ScheduleActivityTask", activity_id="a1", activity_type="Charge", start_to_close_timeout=30
+    )
+    assert b_worker.complete_workflow_task(wft, schedule).status_code == 200
+
+    act = b_worker.poll_activity_task()
+    before = b_api.events(wid)
+    refused(thief.activity("complete", act, result="stolen"))
+    refused(thief.activity("fail", act, failure={"message": "stolen", "non_retryable": True}))
+    refused(thief.activity("heartbeat", act, details="stolen"))
+    assert b_api.events(wid) == before
+    assert b_api.describe(wid)["status"] == "Running"
+
+    assert b_worker.activity("complete", act, result="charged").status_code == 200
+    final = b_worker.poll_workflow_task()
+    assert (
+        b_worker.complete_workflow_task(
+            final, command("CompleteWorkflowExecution", result="done")
+        ).status_code
+        == 200
+    )
+    events = b_api.events(wid)
+    assert [e["attributes"].get("result") for e in events if e["event_type"] == "ActivityTaskCompleted"] == [
+        "charged"
+    ]
+    assert events[-1]["event_type"] == "WorkflowExecutionCompleted"
+    assert "stolen" not in str(events)

@@ -22,7 +22,7 @@ from history.models import (
     WorkflowExecution,
 )
 from matching.dispatch import poll_once
-from tests.factories import ExecutionFactory
+from tests.factories import ExecutionFactory, scope_of
 
 
 def _events(execution: WorkflowExecution) -> list[HistoryEvent]:
@@ -32,7 +32,9 @@ def _events(execution: WorkflowExecution) -> list[HistoryEvent]:
 def _complete(execution: WorkflowExecution, *commands: dict[str, Any]) -> None:
     task = poll_once(execution.namespace, execution.task_queue, "workflow", "test-worker")
     assert task is not None
-    kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=list(commands))
+    kernel.respond_workflow_task_completed(
+        scope=scope_of(task), task_token=task["task_token"], commands=list(commands)
+    )
 
 
 def _start_child(workflow_id: str, **attributes: Any) -> dict[str, Any]:

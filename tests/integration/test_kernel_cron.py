@@ -15,7 +15,7 @@ from history.cron import next_cron_time
 from history.kernel import ShardFence, fire_timers
 from history.models import ExecutionStatus, HistoryEvent, Shard, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
-from tests.factories import NamespaceFactory
+from tests.factories import NamespaceFactory, scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,9 @@ def run_task(run: WorkflowExecution, command_type: str, **attributes: Any) -> Wo
     task = poll_once(run.namespace, run.task_queue, "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_completed(
-        task_token=task["task_token"], commands=[{"command_type": command_type, "attributes": attributes}]
+        scope=scope_of(task),
+        task_token=task["task_token"],
+        commands=[{"command_type": command_type, "attributes": attributes}],
     )
     run.refresh_from_db()
     return run

@@ -14,7 +14,7 @@ from history.kernel._mutation import payload_size
 from history.models import HistoryEvent, PendingActivity, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
-from tests.factories import NamespaceFactory
+from tests.factories import NamespaceFactory, scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +28,7 @@ def _run_with_pending_work(namespace: Namespace) -> WorkflowExecution:
     task = poll_once(namespace, "q", "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         commands=[
             {
@@ -94,7 +95,7 @@ def test_a_later_point_restores_the_activity_timer_and_search_attributes() -> No
     base = _run_with_pending_work(namespace)
     task = poll_once(namespace, "q", "workflow", "test-worker")  # the signal's task
     assert task is not None
-    kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=[])
+    kernel.respond_workflow_task_completed(scope=scope_of(task), task_token=task["task_token"], commands=[])
     completed = HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskCompleted").order_by("event_id")
     point = completed.last()
     assert point is not None

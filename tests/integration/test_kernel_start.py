@@ -12,7 +12,7 @@ from history import kernel
 from history.models import ExecutionStatus, HistoryEvent, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
-from tests.factories import ExecutionFactory, NamespaceFactory
+from tests.factories import ExecutionFactory, NamespaceFactory, scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -33,6 +33,7 @@ def complete(execution: WorkflowExecution) -> None:
     task = poll_once(execution.namespace, execution.task_queue, "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         commands=[{"command_type": "CompleteWorkflowExecution", "attributes": {"result": [1]}}],
     )

@@ -18,7 +18,7 @@ from history.models import HistoryEvent, PendingActivity, Task, TimerKind, Timer
 from matching.dispatch import poll_once
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import ApiKey
-from tests.factories import ApiKeyFactory, ExecutionFactory, NamespaceFactory
+from tests.factories import ApiKeyFactory, ExecutionFactory, NamespaceFactory, scope_of
 
 
 def signal(execution: WorkflowExecution, **options: Any) -> None:
@@ -87,7 +87,9 @@ def test_a_rejected_command_list_leaves_nothing_half_written() -> None:
         {"command_type": "StartTimer", "attributes": {"timer_id": "t1", "start_to_fire_timeout": 60}},
         {"command_type": "ScheduleActivityTask", "attributes": {"activity_id": "a1"}},  # no activity_type
     ]
-    kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=commands)
+    kernel.respond_workflow_task_completed(
+        scope=scope_of(task), task_token=task["task_token"], commands=commands
+    )
 
     added = HistoryEvent.objects.filter(run=execution, event_id__gt=len(history_before)).order_by("event_id")
     assert [e.event_type for e in added][:1] == ["WorkflowTaskFailed"]

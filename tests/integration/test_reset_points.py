@@ -13,7 +13,7 @@ from history.kernel.versioning import WorkerVersionStamp
 from history.models import HistoryEvent, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
-from tests.factories import ExecutionFactory, NamespaceFactory
+from tests.factories import ExecutionFactory, NamespaceFactory, scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +27,7 @@ def complete_workflow_task(namespace: Namespace, build_id: str, *commands: dict[
     task = poll_once(namespace, "q", "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         commands=list(commands),
         worker_version_stamp=WorkerVersionStamp(build_id, use_versioning=False),
@@ -38,9 +39,11 @@ def run_activity(namespace: Namespace, *, fail: bool = False) -> None:
     assert task is not None
     if fail:
         failure = {"message": "card declined", "non_retryable": True}
-        kernel.respond_activity_task_failed(task_token=task["task_token"], failure=failure)
+        kernel.respond_activity_task_failed(
+            scope=scope_of(task), task_token=task["task_token"], failure=failure
+        )
     else:
-        kernel.respond_activity_task_completed(task_token=task["task_token"], result=[])
+        kernel.respond_activity_task_completed(scope=scope_of(task), task_token=task["task_token"], result=[])
 
 
 def order_story(namespace: Namespace) -> WorkflowExecution:
@@ -93,7 +96,10 @@ def test_before_failure_needs_a_failure_and_a_task_completed_before_it() -> None
     task = poll_once(namespace, "q", "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_failed(
-        task_token=task["task_token"], cause="WorkflowWorkerUnhandledFailure", failure={"message": "boom"}
+        scope=scope_of(task),
+        task_token=task["task_token"],
+        cause="WorkflowWorkerUnhandledFailure",
+        failure={"message": "boom"},
     )
     with pytest.raises(ChronicleError, match="no workflow task completed before the first failure"):
         resolve_reset_point(failing, "before_failure")

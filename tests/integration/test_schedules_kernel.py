@@ -15,7 +15,7 @@ from history.kernel.schedules import SCHEDULED_START_TIME, fire_schedule_timers_
 from history.models import ExecutionStatus, Schedule, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
-from tests.factories import NamespaceFactory
+from tests.factories import NamespaceFactory, scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -162,6 +162,7 @@ def test_pause_on_failure_pauses_when_a_started_run_fails() -> None:
     task = poll_once(ns, "q", "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         commands=[{"command_type": "FailWorkflowExecution", "attributes": {"failure": {"message": "boom"}}}],
     )

@@ -14,7 +14,7 @@ from history import kernel
 from history.models import ExecutionStatus, HistoryEvent, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import MemberRole, Namespace
-from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory, UserFactory
+from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory, UserFactory, scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +38,7 @@ def with_completed_task(namespace: Namespace, workflow_id: str = "order-1") -> W
     task = poll_once(namespace, "q", "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         commands=[
             {
@@ -190,6 +191,7 @@ def test_a_failing_workflow_task_is_stated_at_the_top() -> None:
     task = poll_once(namespace, "q", "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_failed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         cause="WorkflowWorkerUnhandledFailure",
         failure={"message": "nondeterminism in step 3", "stack_trace": "at step3()"},

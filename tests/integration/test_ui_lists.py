@@ -26,7 +26,7 @@ from history.kernel.timers import ShardFence, fire_timers
 from history.models import ExecutionStatus, Shard, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import MemberRole, Namespace
-from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory
+from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory, scope_of
 from tests.integration.test_kernel_query_plans import captured_sql, indexes_used, plan_without_seqscans
 
 pytestmark = pytest.mark.django_db
@@ -62,6 +62,7 @@ def failed(
         namespace=namespace, workflow_type=workflow_type, task_queue=f"q-{workflow_type}", **options
     )
     kernel.respond_workflow_task_completed(
+        scope=kernel.TaskScope(namespace.id, run.task_queue),
         task_token=take_task(run)["task_token"],
         commands=[{"command_type": "FailWorkflowExecution", "attributes": {"failure": {"message": message}}}],
     )
@@ -71,6 +72,7 @@ def failed(
 def with_failing_workflow_task(namespace: Namespace, workflow_id: str) -> WorkflowExecution:
     run = ExecutionFactory(namespace=namespace, workflow_id=workflow_id, task_queue=f"q-{workflow_id}")
     kernel.respond_workflow_task_failed(
+        scope=kernel.TaskScope(namespace.id, run.task_queue),
         task_token=take_task(run)["task_token"],
         cause="WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR",
         failure={"message": "nondeterminism"},
@@ -82,6 +84,7 @@ def with_retrying_activity(namespace: Namespace, workflow_id: str, failures: int
     """A run whose one activity failed ``failures`` times (each retry's timer fired at once)."""
     run = ExecutionFactory(namespace=namespace, workflow_id=workflow_id, task_queue=f"q-{workflow_id}")
     kernel.respond_workflow_task_completed(
+        scope=kernel.TaskScope(namespace.id, run.task_queue),
         task_token=take_task(run)["task_token"],
         commands=[
             {
@@ -97,7 +100,7 @@ def with_retrying_activity(namespace: Namespace, workflow_id: str, failures: int
             assert fire_timers(ShardFence(run.shard_id, 1), [(retry.id, str(run.run_id))]) == 1
         task = take_task(run, "activity")
         kernel.respond_activity_task_failed(
-            task_token=task["task_token"], failure={"message": "card declined"}
+            scope=scope_of(task), task_token=task["task_token"], failure={"message": "card declined"}
         )
     return run
 

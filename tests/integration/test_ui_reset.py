@@ -24,7 +24,7 @@ from history.models import (
 )
 from matching.dispatch import poll_once
 from namespaces.models import MemberRole
-from tests.factories import ExecutionFactory, NamespaceFactory
+from tests.factories import ExecutionFactory, NamespaceFactory, scope_of
 from tests.integration.test_reset_points import completed_ids, order_story
 from tests.integration.test_ui import detail_url, signed_in
 
@@ -211,7 +211,9 @@ def start_child(parent: WorkflowExecution, workflow_id: str, workflow_type: str,
         "task_queue": {"name": queue},
     }
     command = {"command_type": "StartChildWorkflowExecution", "attributes": attributes}
-    kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=[command])
+    kernel.respond_workflow_task_completed(
+        scope=scope_of(task), task_token=task["task_token"], commands=[command]
+    )
     shard, _ = Shard.objects.get_or_create(shard_id=parent.shard_id, defaults={"range_id": 1})
     for duty in TimerTask.objects.filter(run=parent, kind=TimerKind.START_CHILD):
         assert process_transfer(ShardFence(shard.shard_id, shard.range_id), duty.id)

@@ -30,7 +30,7 @@ from history.models import HistoryEvent, Shard, TimerKind, TimerTask, WorkflowEx
 from matching.dispatch import poll_once
 from namespaces.models import MemberRole, Namespace
 from tests.conftest import Stack, wait_until
-from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory
+from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory, scope_of
 
 # Timers and transfers commit in their own (durable) transactions.
 in_database = pytest.mark.django_db(transaction=True)
@@ -66,7 +66,9 @@ def fire(run: WorkflowExecution, kind: str) -> None:
 def fail_attempt(namespace: Namespace, queue: str, activity_type: str, message: str) -> None:
     task = poll_once(namespace, queue, "activity", "test-worker")
     assert task is not None and task["activity_type"]["name"] == activity_type, task
-    kernel.respond_activity_task_failed(task_token=task["task_token"], failure={"message": message})
+    kernel.respond_activity_task_failed(
+        scope=scope_of(task), task_token=task["task_token"], failure={"message": message}
+    )
 
 
 def busy_run(namespace: Namespace) -> WorkflowExecution:
@@ -76,6 +78,7 @@ def busy_run(namespace: Namespace) -> WorkflowExecution:
     task = poll_once(namespace, "q", "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         commands=[
             activity("charge-1", "Charge", 3),
@@ -96,7 +99,9 @@ def busy_run(namespace: Namespace) -> WorkflowExecution:
     fire(run, TimerKind.ACTIVITY_RETRY)
     charge = poll_once(namespace, "q", "activity", "test-worker")
     assert charge is not None and charge["attempt"] == 3
-    kernel.respond_activity_task_completed(task_token=charge["task_token"], result={"ok": True})
+    kernel.respond_activity_task_completed(
+        scope=scope_of(charge), task_token=charge["task_token"], result={"ok": True}
+    )
     fire(run, TimerKind.USER_TIMER)
     # A running shard owner may carry the start duty first; either way the child starts.
     for duty in TimerTask.objects.filter(run=run, kind=TimerKind.START_CHILD):
@@ -110,6 +115,7 @@ def busy_run(namespace: Namespace) -> WorkflowExecution:
     task = poll_once(namespace, "q", "workflow", "test-worker")
     assert task is not None
     kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         commands=[activity("refund-1", "Refund", 1), activity("mail-1", "Mail", 5)],
     )
@@ -207,7 +213,9 @@ def test_a_thirty_day_wait_is_folded_so_the_work_either_side_stays_readable() ->
     task = poll_once(namespace, "q30", "workflow", "test-worker")
     assert task is not None
     wait = command("StartTimer", timer_id="return-window", start_to_fire_timeout=30 * 86400)
-    kernel.respond_workflow_task_completed(task_token=task["task_token"], commands=[wait])
+    kernel.respond_workflow_task_completed(
+        scope=scope_of(task), task_token=task["task_token"], commands=[wait]
+    )
     # The wait began thirty days ago: move what was written so far back, then let it fire.
     HistoryEvent.objects.filter(run=run).update(event_time=F("event_time") - timedelta(days=30))
     fire(run, TimerKind.USER_TIMER)

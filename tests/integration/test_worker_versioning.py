@@ -12,7 +12,7 @@ from history.models import HistoryEvent, Task, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
 from namespaces.services import build_id_set_current
-from tests.factories import ExecutionFactory, NamespaceFactory
+from tests.factories import ExecutionFactory, NamespaceFactory, scope_of
 from tests.integration.test_kernel_query_plans import captured_sql, fill_other_queues, plan_without_seqscans
 
 pytestmark = pytest.mark.django_db
@@ -73,6 +73,7 @@ def _continue_as_new(
     task = poll_once(namespace, run.task_queue, "workflow", "w", _versioned(run.assigned_build_id))
     assert task is not None
     kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
         task_token=task["task_token"],
         commands=[{"command_type": "ContinueAsNewWorkflowExecution", "attributes": attributes}],
         worker_version_stamp=_versioned(run.assigned_build_id),
@@ -89,7 +90,7 @@ def test_a_query_task_of_a_pinned_run_goes_to_its_build() -> None:
     run = ExecutionFactory(namespace=namespace, task_queue="orders")
     first = poll_once(namespace, "orders", "workflow", "w", _versioned("A"))
     assert first is not None
-    kernel.respond_workflow_task_completed(task_token=first["task_token"], commands=[])
+    kernel.respond_workflow_task_completed(scope=scope_of(first), task_token=first["task_token"], commands=[])
     kernel.create_query(
         namespace, workflow_id=run.workflow_id, run_id=None, query_type="status", query_args=[]
     )
@@ -104,7 +105,7 @@ def test_a_reset_run_goes_to_the_current_build_not_the_base_runs() -> None:
     run = ExecutionFactory(namespace=namespace, task_queue="orders")
     first = poll_once(namespace, "orders", "workflow", "w", _versioned("A"))
     assert first is not None
-    kernel.respond_workflow_task_completed(task_token=first["task_token"], commands=[])
+    kernel.respond_workflow_task_completed(scope=scope_of(first), task_token=first["task_token"], commands=[])
     _set_current(namespace, "orders", "B")
     new_run_id = kernel.reset_workflow_execution(
         namespace, workflow_id=run.workflow_id, run_id=None, point="first", reason="bad build A"
