@@ -1,0 +1,222 @@
+"""Profile the frontend's share of a one-activity workflow, in process.
+
+Drives the frontend's ASGI application (``chronicle.asgi.application``: the same routing,
+handlers, views and kernel gunicorn serves) with no HTTP server or network, through the
+seven calls an SDK worker and client make for a workflow with one activity: start,
+workflow-task poll, completion scheduling the activity (which comes back eagerly),
+activity completion, the next workflow-task poll, the closing completion and the result
+wait. Prints, per call and per workflow, the CPU this process spent, the SQL statements
+it sent and the transactions PostgreSQL committed: figures that do not drift with the
+machine's load, unlike wall-clock throughput.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/<scratch> python bench/profile_hot_path.py \\
+        --workflows 200 [--profile]
+
+The database must exist; it is migrated first. ``--profile`` adds a cProfile of the calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
+
+import django
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.db.backends import utils as db_utils  # noqa: E402
+
+from namespaces.services import api_key_issue, namespace_create  # noqa: E402
+
+STATEMENTS = [0]
+
+
+def _count_statements() -> None:
+    """Count every statement Django sends, on every thread (the views run on a pool)."""
+    for name in ("execute", "executemany"):
+        original = getattr(db_utils.CursorWrapper, name)
+
+        def counted(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            STATEMENTS[0] += 1
+            return __original(self, *args, **kwargs)
+
+        setattr(db_utils.CursorWrapper, name, counted)
+
+
+def _commits() -> int:
+    """Transactions PostgreSQL has committed in this database (all sessions)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
+class AsgiClient:
+    """Calls an ASGI app as a server would, without sockets."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], authorization: str) -> None:
+        self.app = app
+        self.authorization = authorization.encode()
+
+    async def call(self, method: str, path: str, body: Any = None, query: str = "") -> tuple[int, Any]:
+        raw = json.dumps(body).encode() if body is not None else b""
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": [
+                (b"host", b"127.0.0.1"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+                (b"authorization", self.authorization),
+            ],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 80),
+        }
+        inbox = [{"type": "http.request", "body": raw, "more_body": False}]
+        never = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            if inbox:
+                return inbox.pop(0)
+            await never.wait()  # the client never disconnects
+            return {"type": "http.disconnect"}
+
+        status, chunks = 0, []
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, receive, send)
+        data = b"".join(chunks)
+        return status, json.loads(data) if data else None
+
+
+class Tally:
+    """CPU, statements and commits per kind of call."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.statements: dict[str, int] = defaultdict(int)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    async def measure(self, name: str, call: Awaitable[tuple[int, Any]]) -> Any:
+        cpu, statements = time.process_time(), STATEMENTS[0]
+        status, body = await call
+        self.cpu[name] += time.process_time() - cpu
+        self.statements[name] += STATEMENTS[0] - statements
+        self.calls[name] += 1
+        if status >= 300:
+            raise RuntimeError(f"{name}: {status} {body}")
+        return body
+
+
+async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) -> None:
+    wid = f"hot-{uuid.uuid4().hex[:12]}"
+    sticky = f"{queue}-sticky"
+    m = tally.measure
+    start = {"workflow_id": wid, "workflow_type": "OneStep", "task_queue": queue, "input": [1]}
+    await m("start", client.call("POST", f"{base}/workflows", start))
+    poll = {"identity": "prof", "timeout": 5}
+    task = await m("wft poll", client.call("POST", f"{base}/task-queues/{queue}/workflow-tasks/poll", poll))
+    schedule = {
+        "command_type": "ScheduleActivityTask",
+        "attributes": {
+            "activity_id": "1",
+            "activity_type": "Step",
+            "task_queue": queue,
+            "start_to_close_timeout": 30,
+            "input": [1],
+            "request_eager_execution": True,
+        },
+    }
+    complete = f"{base}/task-queues/{queue}/workflow-tasks/complete"
+    body = {"task_token": task["task_token"], "commands": [schedule], "sticky_task_queue": sticky}
+    done = await m("wft complete (activity)", client.call("POST", complete, body))
+    activity = done["activity_tasks"][0]
+    finished = {"task_token": activity["task_token"], "result": 2}
+    await m("activity complete", client.call("POST", f"{base}/task-queues/{queue}/activity-tasks/complete", finished))
+    task = await m("wft poll (sticky)", client.call("POST", f"{base}/task-queues/{sticky}/workflow-tasks/poll", poll))
+    close = {"command_type": "CompleteWorkflowExecution", "attributes": {"result": 2}}
+    body = {"task_token": task["task_token"], "commands": [close]}
+    await m("wft complete (close)", client.call("POST", complete, body))
+    query = "after_event_id=0&wait_new_event=true&timeout=5&history_event_filter_type=CLOSE_EVENT"
+    await m("result wait", client.call("GET", f"{base}/workflows/{wid}/history", query=query))
+
+
+async def run(namespace: str, key: str, workflows: int, profile: bool) -> None:
+    from chronicle.asgi import application
+
+    client = AsgiClient(application, f"Bearer {key}")
+    base, queue = f"/api/v1/namespaces/{namespace}", "hot"
+    for _ in range(5):  # warm-up: imports, caches, the pool
+        await one_workflow(client, base, queue, Tally())
+    tally, commits = Tally(), await asyncio.to_thread(_commits)
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    for i in range(workflows):
+        await one_workflow(client, base, queue, tally)
+        if (i + 1) % 50 == 0:
+            print(f"  {i + 1}/{workflows} workflows", file=sys.stderr)
+    if profiler:
+        profiler.disable()
+    commits = await asyncio.to_thread(_commits) - commits
+    _report(tally, workflows, commits)
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
+
+
+def _report(tally: Tally, workflows: int, commits: int) -> None:
+    print(f"{'call':<26}{'CPU ms/call':>12}{'statements/call':>17}")
+    for name, calls in tally.calls.items():
+        print(f"{name:<26}{tally.cpu[name] * 1000 / calls:>12.2f}{tally.statements[name] / calls:>17.1f}")
+    per = 1 / workflows
+    print(
+        f"per workflow: {sum(tally.calls.values()) * per:.0f} calls, "
+        f"{sum(tally.cpu.values()) * 1000 * per:.1f} ms CPU, "
+        f"{sum(tally.statements.values()) * per:.1f} statements, {commits * per:.1f} commits"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workflows", type=int, default=200)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    namespace = namespace_create(name=f"hot-{uuid.uuid4().hex[:8]}", request_rps=0)
+    _, key = api_key_issue(namespace=namespace, name="bench", roles=["client", "worker"])
+    connection.close()
+    _count_statements()
+    asyncio.run(run(namespace.name, key, args.workflows, args.profile))
+
+
+if __name__ == "__main__":
+    main()
