@@ -161,8 +161,9 @@ async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) 
     done = await m("wft complete (activity)", client.call("POST", complete, body))
     activity = done["activity_tasks"][0]
     finished = {"task_token": activity["task_token"], "result": 2}
-    await m("activity complete", client.call("POST", f"{base}/task-queues/{queue}/activity-tasks/complete", finished))
-    task = await m("wft poll (sticky)", client.call("POST", f"{base}/task-queues/{sticky}/workflow-tasks/poll", poll))
+    tasks = f"{base}/task-queues"
+    await m("activity complete", client.call("POST", f"{tasks}/{queue}/activity-tasks/complete", finished))
+    task = await m("wft poll (sticky)", client.call("POST", f"{tasks}/{sticky}/workflow-tasks/poll", poll))
     close = {"command_type": "CompleteWorkflowExecution", "attributes": {"result": 2}}
     body = {"task_token": task["task_token"], "commands": [close]}
     await m("wft complete (close)", client.call("POST", complete, body))
