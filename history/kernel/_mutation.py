@@ -8,8 +8,6 @@ queues the ``pg_notify`` calls that PostgreSQL delivers at commit.
 
 from __future__ import annotations
 
-import copy
-import functools
 import hashlib
 import json
 import logging
@@ -18,12 +16,12 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, models
+from django.db import connection
 from django.utils import timezone
 
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode
-from history.kernel import payloads
+from history.kernel import payloads, store
 from history.kernel.retry import workflow_task_retry_delay
 from history.kernel.versioning import WorkerVersionStamp, current_build_id
 from history.models import (
@@ -32,12 +30,14 @@ from history.models import (
     PendingActivity,
     PendingChildExecution,
     PendingExternalRequest,
+    QueryState,
     Schedule,
     Task,
     TaskKind,
     TimerKind,
     TimerTask,
     WorkflowExecution,
+    WorkflowQuery,
 )
 from namespaces.models import Namespace
 
@@ -481,20 +481,18 @@ class ExecutionMutation:
         )
 
     def save(self) -> None:
-        """Write events, state, rows and notifications inside the caller's transaction."""
+        """Write events, state, rows and notifications inside the caller's transaction:
+        one statement (see :mod:`history.kernel.store`)."""
         assert connection.in_atomic_block, "kernel writes need an open transaction"
         if not self._prepare_save():
             return
+        write = store.Write()
         if self.execution._state.adding:
-            self.execution.save()
+            store.insert_rows(write, [self.execution])
         else:
-            saved = getattr(self.execution, _SAVED_COLUMNS, None)
-            if saved is None:
-                _update_executions([self.execution])
-            else:
-                _update_changed_columns(self.execution, saved)
-        remember_saved_columns(self.execution)
-        _write_pending_rows([self])
+            store.update_changed_columns(write, self.execution)
+        store.remember_saved_columns(self.execution)
+        _write_pending_rows([self], write)
 
     def _prepare_save(self) -> bool:
         """Apply the checks due before writing; False when the run was deleted instead."""
@@ -509,75 +507,8 @@ class ExecutionMutation:
         return True
 
 
-_EXECUTION_FIELDS = [f for f in WorkflowExecution._meta.concrete_fields if not f.primary_key]
-_JSON_COLUMNS = frozenset(f.attname for f in _EXECUTION_FIELDS if isinstance(f, models.JSONField))
-
-
-_SAVED_COLUMNS = "_chronicle_saved_columns"
-
-
-@functools.cache
-def _typed_param(field: models.Field[Any, Any]) -> str:
-    """A statement parameter for ``field``, typed so a multi-row ``VALUES`` list resolves
-    (cached: every kernel write asks, and the one database's types do not change).
-
-    Text goes as ``text``, not as the column's ``varchar(n)``: an explicit cast to
-    ``varchar(n)`` would cut an over-long value silently, where storing ``text`` into the
-    column refuses it, as the ORM's writes do.
-    """
-    if isinstance(field, models.CharField | models.TextField):
-        return "%s::text"
-    return f"%s::{field.db_type(connection)}"
-
-
-def _values(fields: list[Any], objects: list[Any]) -> tuple[str, list[Any]]:
-    """``fields`` of ``objects`` as a ``VALUES`` list's rows (typed parameters) and their values."""
-    row_sql = "(" + ", ".join(_typed_param(f) for f in fields) + ")"
-    params = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objects for f in fields]
-    return ", ".join([row_sql] * len(objects)), params
-
-
-def remember_saved_columns(ex: WorkflowExecution) -> None:
-    """Keep the run's column values as the database holds them (just locked, or just
-    written), so :meth:`ExecutionMutation.save` writes only the columns that changed.
-
-    JSON values are copied, so a change made in place is seen too; they are small (a
-    payload past the namespace's inline limit is stored apart and only referenced here).
-    A run loaded any other way has none and is written whole.
-    """
-    columns = {
-        f.attname: copy.deepcopy(value) if f.attname in _JSON_COLUMNS else value
-        for f in _EXECUTION_FIELDS
-        for value in (getattr(ex, f.attname),)
-    }
-    setattr(ex, _SAVED_COLUMNS, columns)
-
-
-def _update_changed_columns(ex: WorkflowExecution, saved: dict[str, Any]) -> None:
-    """``UPDATE`` only the run's columns that changed since ``saved``; nothing if none did.
-
-    Starting an activity changes no column of its run, and starting a workflow task a
-    handful: writing all 50 (serialising the JSON ones) was most of the cost of the hot
-    path's one statement. The row stays locked ``FOR UPDATE`` either way.
-    """
-    changed = [f for f in _EXECUTION_FIELDS if getattr(ex, f.attname) != saved[f.attname]]
-    if not changed:
-        return
-    quote = connection.ops.quote_name
-    pk = WorkflowExecution._meta.pk
-    assert pk is not None
-    assignments = ", ".join(f"{quote(f.column)} = {_typed_param(f)}" for f in changed)
-    params = [f.get_db_prep_save(getattr(ex, f.attname), connection) for f in changed]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {quote(WorkflowExecution._meta.db_table)} SET {assignments} "
-            f"WHERE {quote(pk.column)} = %s",
-            [*params, ex.pk],
-        )
-
-
 def save_all(mutations: list[ExecutionMutation]) -> None:
-    """Save many runs' mutations with one statement per table instead of several per run.
+    """Save many runs' mutations in one statement instead of several per run.
 
     The timer queue fires hundreds of runs in one transaction; per-run round trips
     made it slow. Same writes, same order per table, as :meth:`ExecutionMutation.save`.
@@ -586,51 +517,30 @@ def save_all(mutations: list[ExecutionMutation]) -> None:
     live = [m for m in mutations if m._prepare_save()]
     if not live:
         return
-    _update_executions([m.execution for m in live])
+    write = store.Write()
+    store.update_whole_rows(write, [m.execution for m in live])
     for m in live:
-        remember_saved_columns(m.execution)
-    _write_pending_rows(live)
+        store.remember_saved_columns(m.execution)
+    _write_pending_rows(live, write)
 
 
-def _update_executions(executions: list[WorkflowExecution]) -> None:
-    """Write every column of these runs in one ``UPDATE ... FROM (VALUES ...)``.
-
-    Django's ``bulk_update`` builds a ``CASE WHEN`` per column per row, which cost
-    most of a firing batch's time in Python; a VALUES list typed by cast is the same
-    write for a fraction of that.
-    """
-    quote = connection.ops.quote_name
-    pk = WorkflowExecution._meta.pk
-    assert pk is not None
-    fields = [pk, *_EXECUTION_FIELDS]
-    rows_sql, params = _values(fields, executions)
-    columns = ", ".join(quote(f.column) for f in fields)
-    assignments = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in _EXECUTION_FIELDS)
-    table = quote(WorkflowExecution._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} AS t SET {assignments} "
-            f"FROM (VALUES {rows_sql}) AS v({columns}) "
-            f"WHERE t.{quote(pk.column)} = v.{quote(pk.column)}",
-            params,
-        )
-
-
-def _write_pending_rows(mutations: list[ExecutionMutation]) -> None:
-    """Insert the mutations' events, tasks and timers, send their notifications, save followers."""
-    events = [e for m in mutations for e in m._events]
-    tasks = [t for m in mutations for t in m._tasks]
-    timers = [t for m in mutations for t in m._timers]
+def _write_pending_rows(mutations: list[ExecutionMutation], write: store.Write) -> None:
+    """Add the mutations' events, tasks, timers and notifications to ``write`` (which holds
+    their runs' rows), send it, then save the followers."""
     offloaded = [(m.namespace, m.execution, m._offloaded) for m in mutations if m._offloaded.digests]
     if offloaded:
         payloads.store(offloaded, timezone.now())
-    for rows in (events, tasks, timers):
-        if rows:
-            _insert_rows(rows)
+    for rows in (
+        [e for m in mutations for e in m._events],
+        [t for m in mutations for t in m._tasks],
+        [t for m in mutations for t in m._timers],
+    ):
+        store.insert_rows(write, rows)
     wakeups: Counter[str] = sum((m._task_wakeups for m in mutations), Counter())
     notifications = {n for m in mutations for n in m._notifications}
     notifications |= {(TASKS_CHANNEL, task_wakeup_payload(key, n)) for key, n in wakeups.items() if n > 0}
-    _notify_all(sorted(notifications))
+    store.notify(write, sorted(notifications))
+    store.send(write)
     followers = [f for m in mutations for f in m.followers]
     for m in mutations:
         m._events, m._tasks, m._timers, m.followers = [], [], [], []
@@ -639,45 +549,6 @@ def _write_pending_rows(mutations: list[ExecutionMutation]) -> None:
         m._task_wakeups.clear()
     for follower in followers:
         follower.save()
-
-
-def _insert_rows(rows: list[Any]) -> None:
-    """``INSERT`` rows of one model (events, task rows or timer rows) in one statement, and
-    set their ids.
-
-    Every kernel write inserts some, usually one or two: Django's ``bulk_create`` spent
-    more Python on preparing those few rows than PostgreSQL spent storing them. The
-    statement is what ``bulk_create`` sends, a row of typed values each, without the
-    generic machinery (these models have no field computed on save).
-    """
-    model = type(rows[0])
-    meta = model._meta
-    pk = meta.pk
-    assert pk is not None
-    fields = [f for f in meta.concrete_fields if f is not pk]
-    quote = connection.ops.quote_name
-    rows_sql, params = _values(fields, rows)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-            f"VALUES {rows_sql} RETURNING {quote(pk.column)}",
-            params,
-        )
-        for row, (row_id,) in zip(rows, cursor.fetchall(), strict=True):
-            row.pk = row_id
-            row._state.adding = False
-            row._state.db = connection.alias
-
-
-def _notify_all(notifications: list[tuple[str, str]]) -> None:
-    """Send (channel, payload) notifications in one statement."""
-    if not notifications:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS n(c, p)",
-            [[c for c, _ in notifications], [p for _, p in notifications]],
-        )
 
 
 def _resolve_previous(attributes: dict[str, Any], previous_event_id: int) -> dict[str, Any]:
@@ -712,7 +583,7 @@ def lock_execution(
     execution = next(iter(found), None)
     if execution is None:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
-    remember_saved_columns(execution)
+    store.remember_saved_columns(execution)
     return execution
 
 
@@ -742,14 +613,27 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
     execution.namespace = Namespace.from_db(
         execution._state.db, [field.attname for field in _NAMESPACE_FIELDS], values
     )
-    remember_saved_columns(execution)
+    setattr(execution, _HAS_BUFFERED_QUERIES, execution.__dict__.pop("has_buffered_queries"))
+    store.remember_saved_columns(execution)
     return execution
 
 
+_HAS_BUFFERED_QUERIES = "_chronicle_has_buffered_queries"
 _NAMESPACE_FIELDS = Namespace._meta.concrete_fields
 _LOCK_RUN_SQL = (
     "SELECT e.*, "
     + ", ".join(f'n."{field.column}" AS "namespace__{field.column}"' for field in _NAMESPACE_FIELDS)
+    + f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id AND q.buffered"
+    f" AND q.state = '{QueryState.PENDING.value}') AS has_buffered_queries"
     + f" FROM {WorkflowExecution._meta.db_table} e JOIN {Namespace._meta.db_table} n ON n.id = e.namespace_id"
     " WHERE e.run_id = %s FOR UPDATE OF e"
 )
+
+
+def may_have_buffered_queries(execution: WorkflowExecution) -> bool:
+    """Whether queries may wait for the run's next workflow task (Temporal's buffered
+    queries). :func:`lock_run` reads it with the lock: almost every run has none, and each
+    workflow-task start and completion would otherwise ask with a statement of its own.
+    A query is buffered only under the run's lock, so the answer holds for the whole
+    transaction; a run locked any other way may have some."""
+    return bool(getattr(execution, _HAS_BUFFERED_QUERIES, True))

@@ -18,7 +18,7 @@ from django.utils import timezone
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel import tokens
-from history.kernel._mutation import HISTORY_CHANNEL, ExecutionMutation, notify
+from history.kernel._mutation import HISTORY_CHANNEL, ExecutionMutation, may_have_buffered_queries, notify
 from history.models import QueryState, TaskKind, WorkflowExecution, WorkflowQuery
 
 MAX_BUFFERED_QUERIES = 1
@@ -97,6 +97,8 @@ def buffered_queries(ex: WorkflowExecution) -> dict[str, dict[str, Any]]:
     since the ORM compiling the query cost more than running it. (``query_args`` comes
     as JSON text, as Django reads a ``jsonb`` column.)
     """
+    if not may_have_buffered_queries(ex):
+        return {}
     with connection.cursor() as cursor:
         cursor.execute(_BUFFERED, [ex.run_id, str(QueryState.PENDING)])
         rows = cursor.fetchall()
@@ -117,7 +119,7 @@ def answer_buffered_queries_txn(ex: WorkflowExecution, results: dict[str, Any]) 
 def release_buffered_queries_txn(mutation: ExecutionMutation) -> None:
     """With no workflow task to ride on any more, send the waiting queries as query tasks."""
     ex = mutation.execution
-    if ex.is_running and ex.wft_scheduled_event_id:
+    if (ex.is_running and ex.wft_scheduled_event_id) or not may_have_buffered_queries(ex):
         return
     for query in WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING):
         _dispatch_query_task(mutation, query)

@@ -193,21 +193,40 @@ def test_an_over_long_text_value_is_refused_whole_not_cut_short() -> None:
 
 
 @pytest.mark.django_db
-def test_a_kernel_write_inserts_each_models_rows_with_one_statement_and_sets_their_ids() -> None:
+def test_a_kernel_write_is_one_statement_that_sets_the_new_rows_ids() -> None:
     execution = ExecutionFactory()
     mutation = ExecutionMutation(lock_run(execution.run_id), execution.namespace)
     mutation.append("WorkflowExecutionSignaled", {"signal_name": "a"})
     mutation.append("WorkflowExecutionSignaled", {"signal_name": "b", "input": [{"nested": [1, "x"]}]})
-    events = list(mutation._events)
+    mutation.add_timer(TimerKind.USER_TIMER, mutation.now, timer_id="t1", scheduled_event_id=5)
+    events, timers = list(mutation._events), list(mutation._timers)
     with CaptureQueriesContext(connection) as queries:
         mutation.save()
 
-    inserts = [
-        q["sql"]
-        for q in queries.captured_queries
-        if q["sql"].startswith('INSERT INTO "history_historyevent"')
-    ]
-    assert len(inserts) == 1
+    assert len(queries.captured_queries) == 1
+    sql = queries.captured_queries[0]["sql"]
+    for part in ('UPDATE "history_workflowexecution"', 'INSERT INTO "history_historyevent"', "pg_notify"):
+        assert sql.count(part) == 1, part
     stored = HistoryEvent.objects.filter(run=execution).order_by("-event_id")[:2]
     assert sorted(e.pk for e in events) == sorted(e.pk for e in stored)
+    assert [t.pk for t in timers] == list(
+        TimerTask.objects.filter(run=execution, timer_id="t1").values_list("pk", flat=True)
+    )
+    assert not any(row._state.adding for row in [*events, *timers])
     assert stored[0].attributes == {"signal_name": "b", "input": [{"nested": [1, "x"]}]}
+
+
+@pytest.mark.django_db
+def test_a_start_writes_its_run_events_and_task_in_one_statement() -> None:
+    namespace = NamespaceFactory()
+    with CaptureQueriesContext(connection) as queries:
+        result = kernel.start_workflow_execution(namespace, kernel.StartRequest("one-write", "T", "q"))
+
+    writes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(("WITH", "INSERT", "UPDATE"))]
+    assert len(writes) == 1
+    assert (
+        'INSERT INTO "history_workflowexecution"' in writes[0] and 'INSERT INTO "history_task"' in writes[0]
+    )
+    execution = WorkflowExecution.objects.get(run_id=result.run_id)
+    assert event_types(execution) == ["WorkflowExecutionStarted", "WorkflowTaskScheduled"]
+    assert Task.objects.filter(run_id=execution.run_id).count() == 1

@@ -1,0 +1,211 @@
+"""The kernel's store: the SQL a kernel write sends, built from the models' metadata.
+
+A kernel write (``ExecutionMutation.save``, ``save_all``) is **one statement**: the run
+row's ``INSERT`` or ``UPDATE``, the new history events, task rows and timer rows, and the
+notifications, each a data-modifying part of one ``WITH`` query. PostgreSQL runs every
+part whether or not the final ``SELECT`` reads it, within the caller's transaction, so
+the write is as atomic as the separate statements were, in one round trip and one parse
+instead of four or five. Foreign keys are deferred (Django creates them so), so a new
+run and its first events may go in together. Notifications are queued by ``pg_notify``
+and delivered at commit, as before.
+
+Table and column names come from ``Model._meta``; the statement's shape depends only on
+which parts a write has and how many rows each holds. Values are sent as typed
+parameters (see :func:`typed_param`), never spliced into the text.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, models
+
+from history.models import WorkflowExecution
+
+EXECUTION_FIELDS = [f for f in WorkflowExecution._meta.concrete_fields if not f.primary_key]
+_JSON_COLUMNS = frozenset(f.attname for f in EXECUTION_FIELDS if isinstance(f, models.JSONField))
+_SAVED_COLUMNS = "_chronicle_saved_columns"
+_NOTIFY = "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS n(c, p)"
+
+
+@dataclass
+class Write:
+    """The parts of one kernel write, sent as one statement by :func:`send`."""
+
+    parts: list[str] = field(default_factory=list)
+    params: list[Any] = field(default_factory=list)
+    # Per inserted batch whose ids come back: its part's index and the rows to give them to.
+    returning: list[tuple[int, Sequence[models.Model]]] = field(default_factory=list)
+    notify_part: int | None = None
+
+    def add(self, sql: str, params: list[Any]) -> int:
+        """Add a part; return its index."""
+        self.parts.append(sql)
+        self.params.extend(params)
+        return len(self.parts) - 1
+
+
+@functools.cache
+def typed_param(field: models.Field[Any, Any]) -> str:
+    """A statement parameter for ``field``, typed so a multi-row ``VALUES`` list resolves
+    (cached: every kernel write asks, and the one database's types do not change).
+
+    Text goes as ``text``, not as the column's ``varchar(n)``: an explicit cast to
+    ``varchar(n)`` would cut an over-long value silently, where storing ``text`` into the
+    column refuses it, as the ORM's writes do.
+    """
+    if isinstance(field, models.CharField | models.TextField):
+        return "%s::text"
+    return f"%s::{field.db_type(connection)}"
+
+
+def values(fields: list[Any], objects: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``fields`` of ``objects`` as a ``VALUES`` list's rows (typed parameters) and their values."""
+    row_sql = "(" + ", ".join(typed_param(f) for f in fields) + ")"
+    params = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objects for f in fields]
+    return ", ".join([row_sql] * len(objects)), params
+
+
+def _quote(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def insert_rows(write: Write, rows: Sequence[models.Model]) -> None:
+    """Add an ``INSERT`` of ``rows`` (one model) to ``write``; a serial id comes back to each.
+
+    Django's ``bulk_create`` spent more Python on preparing a write's few rows than
+    PostgreSQL spent storing them; this is the statement it sends, a row of typed values
+    each, without the generic machinery (these models compute no field on save).
+    """
+    if not rows:
+        return
+    meta = rows[0]._meta
+    serial = meta.auto_field
+    fields = [f for f in meta.concrete_fields if f is not serial]
+    rows_sql, params = values(fields, rows)
+    columns = ", ".join(_quote(f.column) for f in fields)
+    sql = f"INSERT INTO {_quote(meta.db_table)} ({columns}) VALUES {rows_sql}"
+    if serial is None:
+        write.add(sql, params)
+        _mark_saved(rows)
+    else:
+        part = write.add(f"{sql} RETURNING {_quote(serial.column)} AS id", params)
+        write.returning.append((part, rows))
+
+
+def update_changed_columns(write: Write, ex: WorkflowExecution) -> None:
+    """Add an ``UPDATE`` of only the run's columns that changed since it was locked (or
+    last written); nothing if none did, and the whole row for a run loaded another way.
+
+    Starting an activity changes no column of its run, and starting a workflow task a
+    handful: writing all 50 (serialising the JSON ones) was most of the cost of the hot
+    path's one statement. The row stays locked ``FOR UPDATE`` either way.
+    """
+    saved = getattr(ex, _SAVED_COLUMNS, None)
+    if saved is None:
+        update_whole_rows(write, [ex])
+        return
+    changed = [f for f in EXECUTION_FIELDS if getattr(ex, f.attname) != saved[f.attname]]
+    if not changed:
+        return
+    pk = WorkflowExecution._meta.pk
+    assert pk is not None
+    assignments = ", ".join(f"{_quote(f.column)} = {typed_param(f)}" for f in changed)
+    params = [f.get_db_prep_save(getattr(ex, f.attname), connection) for f in changed]
+    table = _quote(WorkflowExecution._meta.db_table)
+    write.add(f"UPDATE {table} SET {assignments} WHERE {_quote(pk.column)} = %s", [*params, ex.pk])
+
+
+def update_whole_rows(write: Write, executions: Sequence[WorkflowExecution]) -> None:
+    """Add an ``UPDATE ... FROM (VALUES ...)`` writing every column of these runs.
+
+    Django's ``bulk_update`` builds a ``CASE WHEN`` per column per row, which cost most
+    of a timer-firing batch's time in Python; a VALUES list typed by cast is the same
+    write for a fraction of that.
+    """
+    pk = WorkflowExecution._meta.pk
+    assert pk is not None
+    fields = [pk, *EXECUTION_FIELDS]
+    rows_sql, params = values(fields, executions)
+    columns = ", ".join(_quote(f.column) for f in fields)
+    assignments = ", ".join(f"{_quote(f.column)} = v.{_quote(f.column)}" for f in EXECUTION_FIELDS)
+    table = _quote(WorkflowExecution._meta.db_table)
+    write.add(
+        f"UPDATE {table} AS t SET {assignments} FROM (VALUES {rows_sql}) AS v({columns}) "
+        f"WHERE t.{_quote(pk.column)} = v.{_quote(pk.column)}",
+        params,
+    )
+
+
+def notify(write: Write, notifications: Sequence[tuple[str, str]]) -> None:
+    """Add the (channel, payload) notifications, sent at commit."""
+    if notifications:
+        write.notify_part = write.add(_NOTIFY, [[c for c, _ in notifications], [p for _, p in notifications]])
+
+
+def send(write: Write) -> None:
+    """Send the write's parts as one statement and give the inserted rows their ids.
+
+    Each part is a ``WITH`` member; the final ``SELECT`` reads the ids the inserts return
+    (tagged by batch, and in order: a statement's serial ids rise with its ``VALUES``
+    rows) and counts the notifications, whose plain ``SELECT`` would not run unread.
+    """
+    if not write.parts:
+        return
+    if len(write.parts) == 1 and not write.returning:
+        sql = write.parts[0]
+    else:
+        names = [f"w{i}" for i in range(len(write.parts))]
+        members = ", ".join(f"{name} AS ({part})" for name, part in zip(names, write.parts, strict=True))
+        reads = _final_reads(write, names)
+        sql = f"WITH {members} {reads}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, write.params)
+        if write.returning:
+            _assign_ids([rows for _, rows in write.returning], cursor.fetchall())
+
+
+def _final_reads(write: Write, names: list[str]) -> str:
+    reads = [f"SELECT {n}::int, id FROM {names[part]}" for n, (part, _) in enumerate(write.returning)]
+    if write.notify_part is not None:
+        reads.append(f"SELECT -1, count(*) FROM {names[write.notify_part]}")
+    if not reads:
+        return "SELECT 1"
+    return " UNION ALL ".join(reads) + " ORDER BY 1, 2"
+
+
+def _assign_ids(batches: list[Sequence[models.Model]], rows: list[tuple[int, int]]) -> None:
+    ids: list[list[int]] = [[] for _ in batches]
+    for batch, row_id in rows:
+        if batch >= 0:
+            ids[batch].append(row_id)
+    for objects, batch_ids in zip(batches, ids, strict=True):
+        for obj, row_id in zip(objects, batch_ids, strict=True):
+            obj.pk = row_id
+        _mark_saved(objects)
+
+
+def _mark_saved(objects: Sequence[models.Model]) -> None:
+    for obj in objects:
+        obj._state.adding = False
+        obj._state.db = connection.alias
+
+
+def remember_saved_columns(ex: WorkflowExecution) -> None:
+    """Keep the run's column values as the database holds them (just locked, or just
+    written), so :func:`update_changed_columns` writes only the columns that changed.
+
+    JSON values are copied, so a change made in place is seen too; they are small (a
+    payload past the namespace's inline limit is stored apart and only referenced here).
+    A run loaded any other way has none and is written whole.
+    """
+    columns = {
+        f.attname: copy.deepcopy(value) if f.attname in _JSON_COLUMNS else value
+        for f in EXECUTION_FIELDS
+        for value in (getattr(ex, f.attname),)
+    }
+    setattr(ex, _SAVED_COLUMNS, columns)
