@@ -139,6 +139,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "matching.lane_schema.add_lane_to_schema",
         "chronicle.api.add_async_endpoints_to_schema",
     ],
 }

@@ -1,15 +1,16 @@
-"""Worker endpoints: async long-polls for tasks, and the token-based responses.
+"""Worker endpoints: async long-polls for tasks, and task-queue reads and admin changes.
 
 The polls are async Django views (DRF has no async views); they share the same
-authentication, tenancy gate, JSON vetting and error shape as the DRF endpoints.
+authentication, tenancy gate, JSON vetting and error shape as the DRF endpoints. The
+token-based responses (complete, fail, heartbeat, answer) are the lean lane's
+(:mod:`matching.lane`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextlib import suppress
-from typing import Any, TypeVar
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -24,9 +25,7 @@ from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo, off_loop
 from chronicle.errors import ChronicleError
 from chronicle.openapi import endpoint
-from history import kernel
 from history.kernel._mutation import task_wakeup_key
-from history.kernel.tokens import TaskScope
 from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp, dispatch_build_id
 from history.models import TaskKind
 from matching import schemas, selectors
@@ -35,8 +34,6 @@ from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import ApiKey, Namespace
 from namespaces.services import build_id_set_current
-
-R = TypeVar("R")
 
 ASYNC_ENDPOINTS = [
     (
@@ -112,168 +109,6 @@ async def poll_workflow_task(request: HttpRequest, namespace: str, task_queue: s
 @csrf_exempt
 async def poll_activity_task(request: HttpRequest, namespace: str, task_queue: str) -> HttpResponse:
     return await _poll(request, namespace, task_queue, TaskKind.ACTIVITY)
-
-
-class WorkerApi(APIView):
-    """Base for token-based worker responses: the key needs the worker role."""
-
-    InputSerializer: type[serializers.Serializer[Any]]
-
-    def gate(self, request: Request, namespace: str) -> Namespace:
-        for value in self.kwargs.values():
-            refuse_nul(str(value), "the path")
-        return access_namespace(request.auth, namespace, "worker")
-
-    def respond(self, request: Request, namespace: str, task_queue: str, action: Callable[..., R]) -> R:
-        """Check the key, validate the body with the view's ``InputSerializer`` and hand the
-        fields to the kernel ``action`` with the URL's namespace and queue as the token's
-        scope (the kernel refuses a token from elsewhere); its return value is the
-        caller's to answer with."""
-        ns = self.gate(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        return action(scope=TaskScope(ns.id, task_queue), **data.validated_data)
-
-
-class TokenSerializer(serializers.Serializer[Any]):
-    task_token = StrictCharField(max_length=8000)
-    identity = StrictCharField(max_length=1000, required=False, default="")
-
-
-class WorkerVersionSerializer(serializers.Serializer[Any]):
-    """A worker's build: Temporal's ``WorkerVersionStamp`` / ``WorkerVersionCapabilities``."""
-
-    build_id = StrictCharField(max_length=MAX_BUILD_ID_LENGTH, required=False, default="", allow_blank=True)
-    use_versioning = serializers.BooleanField(required=False, default=False)
-
-    def validate(self, attrs: dict[str, Any]) -> Any:
-        try:
-            return WorkerVersionStamp.from_wire(attrs)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
-
-
-class WorkflowTaskCompleteApi(WorkerApi):
-    @extend_schema_serializer(component_name="WorkflowTaskCompletedRequest")
-    class InputSerializer(TokenSerializer):
-        commands = serializers.ListField(child=serializers.DictField(), required=False, default=list)
-        sticky_task_queue = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
-        sticky_schedule_to_start_timeout = serializers.FloatField(required=False, default=0, min_value=0)
-        return_new_workflow_task = serializers.BooleanField(required=False, default=False)
-        force_create_new_workflow_task = serializers.BooleanField(required=False, default=False)
-        query_results = serializers.DictField(child=serializers.DictField(), required=False, default=dict)
-        worker_version_stamp = WorkerVersionSerializer(required=False, default=None, allow_null=True)
-
-    @endpoint(
-        summary="Complete a workflow task with commands",
-        tag="worker",
-        request=InputSerializer,
-        response=schemas.WorkflowTaskCompletedSerializer,
-    )
-    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        result = self.respond(request, namespace, task_queue, kernel.respond_workflow_task_completed)
-        return Response(
-            {
-                "workflow_task": result.new_workflow_task.as_dict() if result.new_workflow_task else None,
-                "activity_tasks": result.activity_tasks,
-            }
-        )
-
-
-class WorkflowTaskFailApi(WorkerApi):
-    @extend_schema_serializer(component_name="WorkflowTaskFailedRequest")
-    class InputSerializer(TokenSerializer):
-        cause = StrictCharField(max_length=200)
-        failure = serializers.DictField(required=False, default=dict)
-
-    @endpoint(
-        summary="Fail a workflow task",
-        tag="worker",
-        request=InputSerializer,
-    )
-    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, task_queue, kernel.respond_workflow_task_failed)
-        return Response({})
-
-
-class ActivityTaskCompleteApi(WorkerApi):
-    @extend_schema_serializer(component_name="ActivityTaskCompletedRequest")
-    class InputSerializer(TokenSerializer):
-        result = serializers.JSONField(required=False, default=None)
-
-    @endpoint(
-        summary="Complete an activity task with its result",
-        tag="worker",
-        request=InputSerializer,
-    )
-    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, task_queue, kernel.respond_activity_task_completed)
-        return Response({})
-
-
-class ActivityTaskFailApi(WorkerApi):
-    @extend_schema_serializer(component_name="ActivityTaskFailedRequest")
-    class InputSerializer(TokenSerializer):
-        failure = serializers.DictField()
-        last_heartbeat_details = serializers.JSONField(required=False, default=None)
-
-    @endpoint(
-        summary="Fail an activity task (it may be retried)",
-        tag="worker",
-        request=InputSerializer,
-    )
-    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, task_queue, kernel.respond_activity_task_failed)
-        return Response({})
-
-
-class ActivityTaskCanceledApi(WorkerApi):
-    @extend_schema_serializer(component_name="ActivityTaskCanceledRequest")
-    class InputSerializer(TokenSerializer):
-        details = serializers.JSONField(required=False, default=None)
-
-    @endpoint(
-        summary="Report an activity task as canceled",
-        tag="worker",
-        request=InputSerializer,
-    )
-    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, task_queue, kernel.respond_activity_task_canceled)
-        return Response({})
-
-
-class ActivityTaskHeartbeatApi(WorkerApi):
-    @extend_schema_serializer(component_name="ActivityTaskHeartbeatRequest")
-    class InputSerializer(serializers.Serializer[Any]):
-        task_token = StrictCharField(max_length=8000)
-        details = serializers.JSONField(required=False, default=None)
-
-    @endpoint(
-        summary="Heartbeat an activity task; learn whether it is canceled",
-        tag="worker",
-        request=InputSerializer,
-        response=schemas.HeartbeatResponseSerializer,
-    )
-    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        cancel_requested = self.respond(request, namespace, task_queue, kernel.record_activity_task_heartbeat)
-        return Response({"cancel_requested": cancel_requested})
-
-
-class QueryTaskRespondApi(WorkerApi):
-    @extend_schema_serializer(component_name="QueryTaskAnswerRequest")
-    class InputSerializer(serializers.Serializer[Any]):
-        task_token = StrictCharField(max_length=8000)
-        answer = serializers.JSONField(required=False, default=None)
-        error_message = StrictCharField(required=False, default="", allow_blank=True, max_length=100_000)
-
-    @endpoint(
-        summary="Answer a query task",
-        tag="worker",
-        request=InputSerializer,
-    )
-    def post(self, request: Request, namespace: str, task_queue: str) -> Response:
-        self.respond(request, namespace, task_queue, kernel.respond_query_task_completed)
-        return Response({})
 
 
 class TaskQueueApi(APIView):

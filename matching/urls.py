@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from matching import api
+from matching import api, lane
 
 _q = "task-queues/<str:task_queue>/"
 urlpatterns = [
@@ -10,11 +10,5 @@ urlpatterns = [
     path(_q + "build-ids", api.BuildIdsApi.as_view(), name="task-queue-build-ids"),
     path(_q + "workflow-tasks/poll", api.poll_workflow_task, name="poll-workflow-task"),
     path(_q + "activity-tasks/poll", api.poll_activity_task, name="poll-activity-task"),
-    path(_q + "workflow-tasks/complete", api.WorkflowTaskCompleteApi.as_view()),
-    path(_q + "workflow-tasks/fail", api.WorkflowTaskFailApi.as_view()),
-    path(_q + "activity-tasks/complete", api.ActivityTaskCompleteApi.as_view()),
-    path(_q + "activity-tasks/fail", api.ActivityTaskFailApi.as_view()),
-    path(_q + "activity-tasks/canceled", api.ActivityTaskCanceledApi.as_view()),
-    path(_q + "activity-tasks/heartbeat", api.ActivityTaskHeartbeatApi.as_view()),
-    path(_q + "query-tasks/respond", api.QueryTaskRespondApi.as_view()),
+    *(path(_q + tail, view) for tail, view in lane.VIEWS.items()),
 ]
