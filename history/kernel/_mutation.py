@@ -324,22 +324,34 @@ class ExecutionMutation:
             attempt=ex.wft_attempt,
         )
 
-    def start_workflow_task_inline(self, *, identity: str, request_id: str) -> None:
-        """Start the task just scheduled in this mutation for the caller itself (eager start).
+    def start_workflow_task_inline(
+        self, *, identity: str, request_id: str, worker_version: WorkerVersionStamp | None = None
+    ) -> None:
+        """Start the task just scheduled in this mutation for the caller itself (an eager
+        start, or a task handed back with an activity's result).
 
-        Its task row and poller wake-up are withdrawn: no poller wakes for a task it would
-        only find already started.
+        Its task row, poller wake-up and sticky timeout are withdrawn: no poller wakes for
+        a task it would only find already started.
         """
         ex = self.execution
+        scheduled = ex.wft_scheduled_event_id
         self._tasks = [
+            t for t in self._tasks if not (t.kind == TaskKind.WORKFLOW and t.scheduled_event_id == scheduled)
+        ]
+        self._timers = [
             t
-            for t in self._tasks
-            if not (t.kind == TaskKind.WORKFLOW and t.scheduled_event_id == ex.wft_scheduled_event_id)
+            for t in self._timers
+            if not (t.kind == TimerKind.STICKY_TIMEOUT and t.scheduled_event_id == scheduled)
         ]
         queue = ex.wft_task_queue
         key = task_wakeup_key(self.namespace.id, TaskKind.WORKFLOW, queue, self._build_for(queue))
         self._task_wakeups[key] -= 1
-        self.start_workflow_task(identity=identity, request_id=request_id)
+        self.start_workflow_task(identity=identity, request_id=request_id, worker_version=worker_version)
+
+    @property
+    def pending_tasks(self) -> list[Task]:
+        """The task rows this mutation will insert."""
+        return list(self._tasks)
 
     # -- rows ---------------------------------------------------------------------
     def add_task(

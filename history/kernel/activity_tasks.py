@@ -13,8 +13,10 @@ from django.db import transaction
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
-from history.kernel import tokens
+from history.kernel import handoff, tokens
 from history.kernel._mutation import PREVIOUS_EVENT, ExecutionMutation, check_payload
+from history.kernel.handoff import WorkflowTaskWanted
+from history.kernel.responses import WorkflowTaskResponse
 from history.kernel.retry import decide_retry, normalize_activity_timeouts
 from history.models import ActivityState, PendingActivity, TaskKind, TimerKind, WorkflowExecution
 
@@ -267,14 +269,24 @@ def _close_activity(
     activity.delete()
 
 
-def _finish(m: ExecutionMutation) -> None:
+def _finish(m: ExecutionMutation, wanted: WorkflowTaskWanted | None = None) -> WorkflowTaskResponse | None:
+    """Save; with a worker's offer, start the next workflow task for it and return it."""
+    handing_back = handoff.start_if_wanted(m, wanted)
     m.save()
     crash_point("before_commit")
+    return handoff.handed_back_task(m) if handing_back else None
 
 
 def respond_activity_task_completed(
-    *, scope: tokens.TaskScope, task_token: str, result: Any, identity: str = ""
-) -> None:
+    *,
+    scope: tokens.TaskScope,
+    task_token: str,
+    result: Any,
+    identity: str = "",
+    wanted: WorkflowTaskWanted | None = None,
+) -> WorkflowTaskResponse | None:
+    """Close the activity with its result; return the run's next workflow task if the
+    completing worker offered to take it (``wanted``, see :mod:`history.kernel.handoff`)."""
     token = tokens.decode(task_token, "act")
     with transaction.atomic(durable=True):
         m, activity = _lock_activity(token, scope)
@@ -299,8 +311,9 @@ def respond_activity_task_completed(
             )
         else:
             _close_activity(m, activity, "ActivityTaskCompleted", {"result": result, "identity": identity})
-        _finish(m)
+        handed = _finish(m, wanted)
     crash_point("after_commit_before_reply")
+    return handed
 
 
 def _fail_attempt(
@@ -371,7 +384,10 @@ def respond_activity_task_failed(
     failure: dict[str, Any],
     identity: str = "",
     last_heartbeat_details: Any = None,
-) -> None:
+    wanted: WorkflowTaskWanted | None = None,
+) -> WorkflowTaskResponse | None:
+    """Fail the attempt: retried per its policy, or the activity's final failure. Return
+    the run's next workflow task if the worker offered to take it (see ``handoff``)."""
     token = tokens.decode(task_token, "act")
     if not isinstance(failure, dict):
         raise invalid("failure must be an object")
@@ -381,7 +397,7 @@ def respond_activity_task_failed(
         if last_heartbeat_details is not None:
             activity.heartbeat_details = last_heartbeat_details
         _fail_attempt(m, activity, failure, identity)
-        _finish(m)
+        return _finish(m, wanted)
 
 
 def respond_activity_task_canceled(

@@ -140,7 +140,7 @@ class ActivityRunner:
             outcome = await asyncio.shield(body)
         finally:
             beating.cancel()
-        await self._report(task["task_token"], outcome, beats)
+        await self._report(task, outcome, beats)
 
     async def _invoke(self, task: dict[str, Any], context: activity.ActivityContext) -> tuple[str, Any]:
         """Run the function; returns ("complete", value), ("cancel", exc) or ("fail", exc)."""
@@ -211,11 +211,11 @@ class ActivityRunner:
                     body.cancel()  # sync activities see is_cancelled() instead
             await asyncio.sleep(beats.interval)
 
-    async def _report(self, task_token: str, outcome: tuple[str, Any], beats: Heartbeater) -> None:
+    async def _report(self, task: dict[str, Any], outcome: tuple[str, Any], beats: Heartbeater) -> None:
         kind, value = outcome
         converter = self.worker.client.data_converter
         base = f"/task-queues/{self.worker.task_queue}/activity-tasks/"
-        body: dict[str, Any] = {"task_token": task_token, "identity": self.worker.identity}
+        body: dict[str, Any] = {"task_token": task["task_token"], "identity": self.worker.identity}
         if kind == "complete":
             path, body["result"] = base + "complete", converter.to_result(value)
         elif kind == "cancel":
@@ -229,7 +229,14 @@ class ActivityRunner:
             last = beats.take()
             if last is not None:
                 body["last_heartbeat_details"] = converter.to_payloads(list(last))
-        await self.worker.report(path, body)
+        workflows = self.worker.workflow_runner if kind != "cancel" else None
+        offered = workflows is not None and await workflows.offer_slot_for(task, body)
+        answer = None
+        try:
+            answer = await self.worker.report(path, body)
+        finally:
+            if offered and workflows is not None:
+                workflows.take_handed_back(answer)
 
     async def run_local(
         self, activity_type: str, args: list[dict[str, Any]], options: dict[str, Any], base: activity.Info

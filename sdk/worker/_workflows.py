@@ -110,6 +110,28 @@ class WorkflowRunner:
     def release_slot(self) -> None:
         self.slots.release()
 
+    async def offer_slot_for(self, activity_task: dict[str, Any], body: dict[str, Any]) -> bool:
+        """Offer, in an activity's report ``body``, to run the workflow task its result
+        schedules, when this worker has that run cached (so the run is sticky here) and a
+        free slot, which is then held for it. The server hands the task back in its answer
+        only if the run is still on this worker's sticky queue; that saves the sticky poll."""
+        run_id = (activity_task.get("workflow_execution") or {}).get("run_id")
+        if run_id not in self.cache or not await self.reserve_slot():
+            return False
+        body["return_new_workflow_task"] = True
+        body["sticky_task_queue"] = self.sticky_queue
+        body["worker_version_stamp"] = self.worker.version_stamp
+        return True
+
+    def take_handed_back(self, answer: dict[str, Any] | None) -> None:
+        """Run the workflow task an activity report's answer carried, on the slot offered
+        for it, or give the slot back."""
+        task = (answer or {}).get("workflow_task")
+        if task:
+            self.run_reserved(task)
+        else:
+            self.release_slot()
+
     def run_reserved(self, task: dict[str, Any]) -> None:
         """Run a workflow task that arrived in a start response, on a slot already reserved."""
         running = asyncio.create_task(self._handle_and_release(task))
