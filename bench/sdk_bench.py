@@ -1,9 +1,9 @@
 #!/usr/bin/env python
-"""SDK benchmark: Chronicle with real SDK worker processes beside DBOS Transact, same workloads.
+"""SDK benchmark: Chronicle with real SDK worker processes beside DBOS Transact and Restate.
 
-Usage: python bench/sdk_bench.py [--database-url URL] [--systems chronicle,inprocess,dbos]
+Usage: python bench/sdk_bench.py [--database-url URL] [--systems chronicle,inprocess,dbos,restate]
        [--profile] [--sequential N] [--concurrent N] [--concurrency N] [--ten-step-runs N]
-       [--sleeps N] [--warmup N]
+       [--sleeps N[,N...]] [--warmup N]
 
 Chronicle gets a scratch database, the frontend (gunicorn, 2 uvicorn workers) and the shard
 owner. Two Chronicle deployments are measured on it, one after the other:
@@ -14,8 +14,11 @@ owner. Two Chronicle deployments are measured on it, one after the other:
   with eager start, the shape of a DBOS application.
 
 DBOS runs bench/sdk_bench_dbos.py in its own process on its own scratch database on the
-same PostgreSQL server. All run the workloads of bench/sdk_bench_workloads.py; the table
-puts the figures side by side with the ratios Chronicle / DBOS. ``--profile`` also profiles
+same PostgreSQL server. Restate runs bench/sdk_bench_restate.py in its own process: a
+Restate server (installed from npm on first use), a Python service process and that process
+as the client; it is skipped, with the reason printed, when it cannot be installed. All run
+the workloads of bench/sdk_bench_workloads.py; the table puts the figures side by side with
+the ratios Chronicle / DBOS and Chronicle / Restate. ``--profile`` also profiles
 the worker process (cProfile) and one frontend process (py-spy, when installed) during
 the ``chronicle`` run and prints where the time goes. Everything lands in
 bench/results/sdk_latest.json.
@@ -279,6 +282,20 @@ def run_dbos(server_url: str, plan: Plan) -> Json:
     return figures
 
 
+# --------------------------------------------------------------------------- Restate
+
+
+def run_restate(plan: Plan) -> Json:
+    """The Restate deployment in its own process; ``{"skipped": reason}`` when it cannot run."""
+    cmd = [python_exe(), str(BENCH_DIR / "sdk_bench_restate.py"), *plan.as_args()]
+    out = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, check=False)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        return {"error": f"Restate run exited {out.returncode}"}
+    figures: Json = json.loads(lines[-1])
+    return figures
+
+
 # --------------------------------------------------------------------------- table
 
 
@@ -308,9 +325,16 @@ ROWS: list[tuple[str, tuple[str, ...], str, bool]] = [
     ("  CPU per workflow", ("local_concurrent", "cpu_ms_per_workflow", "total"), " ms", False),
     ("ten-step workflow p50", ("ten_steps", "latency", "p50_ms"), " ms", False),
     ("ten-step workflow p99", ("ten_steps", "latency", "p99_ms"), " ms", False),
-    ("500 sleeps: lateness p50", ("sleeps", "lateness", "p50_ms"), " ms", False),
-    ("500 sleeps: lateness p99", ("sleeps", "lateness", "p99_ms"), " ms", False),
 ]
+
+
+def sleep_rows(plan: Plan) -> list[tuple[str, tuple[str, ...], str, bool]]:
+    """Lateness p50 and p99 for each sleep-storm size of the plan."""
+    return [
+        (f"{n:,} sleeps: lateness {p}", ("sleeps", str(n), "lateness", f"{p}_ms"), " ms", False)
+        for n in plan.sleeps
+        for p in ("p50", "p99")
+    ]
 
 
 def cell(value: Any, unit: str) -> str:
@@ -325,23 +349,28 @@ def ratio(ours: Any, theirs: Any, higher_is_better: bool) -> str:
     return f"{value:.2f}x {'(better)' if better else '(worse)'}"
 
 
-COLUMNS = [("chronicle", "Chronicle"), ("inprocess", "Chronicle in-process"), ("dbos", "DBOS")]
+COLUMNS = [
+    ("chronicle", "Chronicle"),
+    ("inprocess", "Chronicle in-process"),
+    ("dbos", "DBOS"),
+    ("restate", "Restate"),
+]
+PEERS = [(2, "DBOS"), (3, "Restate")]  # the peers' places in COLUMNS
 
 
 def table(results: Json, plan: Plan) -> str:
-    """One row per figure: each system's value, then each Chronicle deployment's ratio to DBOS."""
-    head = ("workload", *(title for _, title in COLUMNS), "Chronicle/DBOS", "in-process/DBOS")
+    """One row per figure: each system's value, then each Chronicle deployment's ratio to each peer."""
+    ratio_heads = [f"{ours}/{peer}" for _, peer in PEERS for ours in ("Chronicle", "in-process")]
+    head = ("workload", *(title for _, title in COLUMNS), *ratio_heads)
     rows = []
-    for label, path, unit, up in ROWS:
+    for label, path, unit, up in [*ROWS, *sleep_rows(plan)]:
         values = [dig(results.get(key), *path) for key, _ in COLUMNS]
-        rows.append(
-            (
-                label.replace("500", str(plan.sleeps)),
-                *(cell(v, unit) for v in values),
-                ratio(values[0], values[2], up),
-                ratio(values[1], values[2], up),
-            )
-        )
+        ratios = [ratio(values[ours], values[peer], up) for peer, _ in PEERS for ours in (0, 1)]
+        cells = [
+            cell(v, unit) + ("*" if overran(results.get(key), path) else "")
+            for v, (key, _) in zip(values, COLUMNS, strict=True)
+        ]
+        rows.append((label, *cells, *ratios))
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     rule = "  ".join("-" * w for w in widths)
     lines = [rule, "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), rule]
@@ -359,6 +388,36 @@ def cpu_text(results: Json) -> str:
                 parts = ", ".join(f"{g} {ms:.1f}" for g, ms in groups.items() if g != "total")
                 lines.append(f"  {title}, {workload}: {parts}; total {groups['total']:.1f}")
     return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def overran(figures: Any, path: tuple[str, ...]) -> bool:
+    """Whether a sleep storm's starts ran past the due instant (its lateness then includes them)."""
+    margin = dig(figures, *path[:2], "start_margin_s") if path[0] == "sleeps" else None
+    return isinstance(margin, int | float) and margin < 0
+
+
+def overrun_text(results: Json, plan: Plan) -> str:
+    """The footnote to the cells marked * in the table."""
+    lines = []
+    for key, title in COLUMNS:
+        for n in plan.sleeps:
+            if overran(results.get(key), ("sleeps", str(n))):
+                margin = dig(results.get(key), "sleeps", str(n), "start_margin_s")
+                lines.append(
+                    f"* {title}, {n:,} sleeps: starting them all overran the due instant by {-margin:.1f} s, "
+                    "so the lateness counts the start backlog too"
+                )
+    return "\n".join(lines)
+
+
+def not_run_text(results: Json) -> str:
+    """A line for each system that was asked for but gave no figures, with the reason."""
+    lines = []
+    for key, title in COLUMNS:
+        figures = results.get(key)
+        if isinstance(figures, dict) and (figures.get("skipped") or figures.get("error")):
+            lines.append(f"{title} skipped: {figures.get('skipped') or figures.get('error')}")
+    return "\n".join(lines)
 
 
 def profile_text(chronicle: Json) -> str:
@@ -385,7 +444,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, Plan]:
         default=os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432"),
         help="PostgreSQL server; each system gets a fresh database on it",
     )
-    parser.add_argument("--systems", default="chronicle,inprocess,dbos")
+    parser.add_argument("--systems", default="chronicle,inprocess,dbos,restate")
     parser.add_argument("--profile", action="store_true", help="profile the worker and a frontend process")
     Plan.add_arguments(parser)
     ns = parser.parse_args(argv)
@@ -403,9 +462,15 @@ def main(argv: list[str]) -> int:
         )
     if "dbos" in systems:
         results["dbos"] = run_dbos(args.database_url, plan)
+    if "restate" in systems:
+        log("Restate: server, one service process, a client process")
+        results["restate"] = run_restate(plan)
     (RESULTS / "sdk_latest.json").write_text(json.dumps(results, indent=2) + "\n")
     print(table(results, plan))
     print(cpu_text(results))
+    for notes in (overrun_text(results, plan), not_run_text(results)):
+        if notes:
+            print(notes)
     if args.profile:
         print(profile_text(results.get("chronicle") or {}))
     log(f"wrote {(RESULTS / 'sdk_latest.json').relative_to(ROOT)}")

@@ -1,7 +1,7 @@
 """The SDK benchmark's workloads, written once and run against each durable-execution system.
 
-A system is anything with the three calls of :class:`System`; ``measure`` drives them the
-same way for Chronicle and for DBOS so the figures side by side compare like with like.
+A system is anything with the calls of :class:`System`; ``measure`` drives them the same
+way for Chronicle, DBOS and Restate so the figures side by side compare like with like.
 """
 
 from __future__ import annotations
@@ -29,13 +29,22 @@ class System(Protocol):
 
     async def one_local_step(self, key: str) -> None:
         """The one-step workflow with its step run where the workflow runs (Chronicle: a local
-        activity, no round trip through a task queue; DBOS: a step, which always runs so)."""
+        activity, no round trip through a task queue; DBOS: a step, which always runs so;
+        Restate: a ``ctx.run`` block in the workflow's handler)."""
 
     async def ten_steps(self, key: str) -> None:
         """Start a workflow that runs ten activities one after another and wait for its result."""
 
     async def start_sleep(self, key: str, due: float) -> Callable[[], Awaitable[float]]:
         """Start a workflow that durably sleeps until epoch ``due``; the callable returns its lateness (s)."""
+
+
+def sizes(text: str) -> tuple[int, ...]:
+    """A comma-separated list of counts, as ``--sleeps 200,2000`` gives it."""
+    values = tuple(int(part) for part in text.split(",") if part.strip())
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected counts such as 200,2000, got {text!r}")
+    return values
 
 
 @dataclass(frozen=True)
@@ -46,21 +55,26 @@ class Plan:
     concurrent: int = 1000
     concurrency: int = 32
     ten_step_runs: int = 10
-    sleeps: int = 500
+    sleeps: tuple[int, ...] = (200, 2000)  # one sleep storm per size, in turn
     warmup: int = 20
 
     def as_args(self) -> list[str]:
         """The command-line options that give this plan to another bench process."""
-        return [f"--{name.replace('_', '-')}={value}" for name, value in self.__dict__.items()]
+        return [f"--{name.replace('_', '-')}={_arg(value)}" for name, value in self.__dict__.items()]
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         for name, default in Plan().__dict__.items():
-            parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+            kind = sizes if isinstance(default, tuple) else int
+            parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default)
 
     @staticmethod
     def from_arguments(ns: argparse.Namespace) -> Plan:
         return Plan(**{name: getattr(ns, name) for name in Plan().__dict__})
+
+
+def _arg(value: int | tuple[int, ...]) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def pct(values: list[float], p: float) -> float | None:
@@ -167,8 +181,10 @@ async def measure(
     )
     log(f"ten-step workflow, {plan.ten_step_runs} runs one after another")
     ten = await run_at_concurrency(system.ten_steps, "ten", plan.ten_step_runs, 1)
-    log(f"{plan.sleeps} durable sleeps due at the same instant")
-    sleeps = await run_sleeps(system, "sleep", plan.sleeps, plan.concurrency)
+    sleeps: Json = {}
+    for count in plan.sleeps:
+        log(f"{count} durable sleeps due at the same instant")
+        sleeps[str(count)] = await run_sleeps(system, f"sleep{count}", count, plan.concurrency)
     return {
         "sequential": sequential,
         "concurrent": concurrent,
