@@ -1,10 +1,12 @@
 """ASGI entry point: the REST API and the site through Django; websockets via Channels.
 
-Two Django handlers share one process. ``/api/v1/`` goes to :class:`ApiHandler`,
-which runs no middleware; everything else (UI, admin, schema) gets the full stack
-from ``settings.MIDDLEWARE``. Websockets (the UI's live mode) go through Channels with
-the session's user (``AuthMiddlewareStack``), from allowed origins only, since a
-session cookie would otherwise let another site open a socket as the signed-in user.
+The worker's token calls (complete, fail, heartbeat, answer) go to the lean lane
+(:mod:`matching.lane_asgi`), in front of Django. Two Django handlers share the rest:
+the other ``/api/v1/`` paths go to :class:`ApiHandler`, which runs no middleware;
+everything else (UI, admin, schema) gets the full stack from ``settings.MIDDLEWARE``.
+Websockets (the UI's live mode) go through Channels with the session's user
+(``AuthMiddlewareStack``), from allowed origins only, since a session cookie would
+otherwise let another site open a socket as the signed-in user.
 """
 
 from __future__ import annotations
@@ -131,13 +133,21 @@ def _takes_djangos_path(path: str) -> bool:
 
 
 def route_http(site: Asgi, api: Asgi) -> Asgi:
-    """Send API paths to ``api`` and the rest to ``site``."""
+    """Send the worker's token calls to the lean lane (:mod:`matching.lane_asgi`), the other
+    API paths to ``api`` and the rest to ``site``."""
 
     async def app(
         scope: dict[str, Any], receive: Callable[..., Awaitable[Any]], send: Callable[..., Awaitable[Any]]
     ) -> None:
-        handler = api if scope["path"].startswith(API_PREFIX) else site
-        await handler(scope, receive, send)
+        path = scope["path"]
+        if not path.startswith(API_PREFIX):
+            await site(scope, receive, send)
+            return
+        lane = lane_call(path)
+        if lane is not None:
+            await serve_lane(scope, receive, send, lane, API_THREADS)
+            return
+        await api(scope, receive, send)
 
     return app
 
@@ -145,6 +155,8 @@ def route_http(site: Asgi, api: Asgi) -> Asgi:
 _site = get_asgi_application()  # sets Django up first
 
 from executions.ui.urls import websocket_urlpatterns  # noqa: E402  (needs Django set up)
+from matching.lane_asgi import lane_call  # noqa: E402
+from matching.lane_asgi import serve as serve_lane  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

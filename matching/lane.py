@@ -1,16 +1,17 @@
-"""The lean lane: the worker's token calls as plain Django views, without DRF.
+"""The lean lane: the worker's token calls, without DRF, in front of Django.
 
 Completing, failing, heartbeating and cancelling tasks and answering queries are most
 of a workflow's calls. Through DRF each paid for its request wrapper, content
-negotiation, serializer validation and renderer; here each is one function served by
-:class:`chronicle.asgi.ApiHandler`'s pool path (no middleware): the key from the
+negotiation, serializer validation and renderer, and through Django for URL resolution
+and request and response objects it did not use. Here a call is: the key from the
 per-process cache, the tenancy gate, the body decoded and validated once by its struct
-(:mod:`matching.lane_bodies`), the kernel call, and the answer encoded once.
+(:mod:`matching.lane_bodies`), the kernel call with the URL's namespace and queue as the
+token's scope, and the answer encoded once. :mod:`matching.lane_asgi` serves it.
 
 Everything a caller can observe is what the DRF views did: the URLs, the checks and
-their order (key, path, namespace and role, rate, body), the status codes, the
+their order (key, method, path, namespace and role, rate, body), the status codes, the
 ``{code, message, details}`` errors with Retry-After, and the JSON. The OpenAPI schema
-describes these endpoints from the same structs (:func:`add_lane_to_schema`).
+describes these endpoints from the same structs (:mod:`matching.lane_schema`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse
-from django.views.decorators.csrf import csrf_exempt
 
 from chronicle.api import refuse_nul
 from chronicle.errors import ChronicleError, ErrorCode
@@ -32,7 +30,6 @@ from history.kernel.tokens import TaskScope
 from matching import lane_bodies as bodies
 from namespaces.auth import access_namespace, api_key_from_header
 
-JSON = "application/json"
 EMPTY = b"{}"
 
 
@@ -118,35 +115,47 @@ ENDPOINTS = [
 ]
 
 
-def serve(endpoint: Endpoint, request: HttpRequest, namespace: str, task_queue: str) -> HttpResponse:
+@dataclass(frozen=True)
+class Call:
+    """One request to the lane, as the ASGI handler read it."""
+
+    endpoint: Endpoint
+    method: str
+    authorization: str | None
+    namespace: str
+    task_queue: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A whole answer: status, JSON body and any extra headers."""
+
+    status: int
+    body: bytes
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def answer(call: Call) -> Reply:
     """Answer one token call; every refusal is the ``{code, message, details}`` error."""
     try:
-        return HttpResponse(_respond(endpoint, request, namespace, task_queue), content_type=JSON)
+        return Reply(200, _respond(call))
     except ChronicleError as error:
-        return error_response(error)
-    except Http404:
-        return error_response(ChronicleError(ErrorCode.NOT_FOUND, "not found"))
+        return error_reply(error)
 
 
-def _respond(endpoint: Endpoint, request: HttpRequest, namespace: str, task_queue: str) -> bytes:
+def _respond(call: Call) -> bytes:
     """The DRF views' order: the key (401), the method (405), the path (400), namespace and
     role (404/403), the rate (429), the body (413/400), then the kernel."""
-    key = api_key_from_header(request.META.get("HTTP_AUTHORIZATION"))
-    if request.method != "POST":
-        raise MethodNotAllowed(str(request.method))
-    refuse_nul(namespace, "the path")
-    refuse_nul(task_queue, "the path")
-    ns = access_namespace(key, namespace, "worker")
-    body = bodies.decode_body(_raw_body(request), endpoint.body)
-    return endpoint.answer(endpoint.action(scope=TaskScope(ns.id, task_queue), **body.kernel_args()))
-
-
-def _raw_body(request: HttpRequest) -> bytes:
-    """The body; one Django refuses for its declared size is the 413 any larger body gets."""
-    try:
-        return request.body
-    except RequestDataTooBig:
-        raise ChronicleError(ErrorCode.PAYLOAD_TOO_LARGE, "request body too large") from None
+    key = api_key_from_header(call.authorization)
+    if call.method != "POST":
+        raise MethodNotAllowed(call.method)
+    refuse_nul(call.namespace, "the path")
+    refuse_nul(call.task_queue, "the path")
+    ns = access_namespace(key, call.namespace, "worker")
+    endpoint = call.endpoint
+    body = bodies.decode_body(call.body, endpoint.body)
+    return endpoint.answer(endpoint.action(scope=TaskScope(ns.id, call.task_queue), **body.kernel_args()))
 
 
 class MethodNotAllowed(ChronicleError):
@@ -163,12 +172,12 @@ class MethodNotAllowed(ChronicleError):
         return {"code": "method_not_allowed", "message": self.message}
 
 
-def error_response(error: ChronicleError) -> HttpResponse:
+def error_reply(error: ChronicleError) -> Reply:
     """The error body and status, with Retry-After when the caller should wait."""
-    response = HttpResponse(encode(error.as_dict()), status=error.status, content_type=JSON)
-    if error.retry_after is not None:
-        response["Retry-After"] = str(max(1, int(error.retry_after + 0.999)))
-    return response
+    if error.retry_after is None:
+        return Reply(error.status, encode(error.as_dict()))
+    wait = str(max(1, int(error.retry_after + 0.999))).encode()
+    return Reply(error.status, encode(error.as_dict()), ((b"retry-after", wait),))
 
 
 _encoder = msgspec.json.Encoder()
@@ -180,15 +189,3 @@ def encode(value: Any) -> bytes:
         return _encoder.encode(value)
     except (TypeError, OverflowError):  # an integer msgspec cannot hold: the stdlib can
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def _view(endpoint: Endpoint) -> Callable[..., HttpResponse]:
-    def view(request: HttpRequest, namespace: str, task_queue: str) -> HttpResponse:
-        return serve(endpoint, request, namespace, task_queue)
-
-    view.__name__ = view.__qualname__ = endpoint.body.__name__
-    view.__doc__ = endpoint.summary
-    return csrf_exempt(view)
-
-
-VIEWS = {endpoint.path: _view(endpoint) for endpoint in ENDPOINTS}

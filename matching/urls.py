@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from matching import api, lane
+from matching import api
 
 _q = "task-queues/<str:task_queue>/"
 urlpatterns = [
@@ -10,5 +10,4 @@ urlpatterns = [
     path(_q + "build-ids", api.BuildIdsApi.as_view(), name="task-queue-build-ids"),
     path(_q + "workflow-tasks/poll", api.poll_workflow_task, name="poll-workflow-task"),
     path(_q + "activity-tasks/poll", api.poll_activity_task, name="poll-activity-task"),
-    *(path(_q + tail, view) for tail, view in lane.VIEWS.items()),
 ]

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from django.core import signing
-from django.test import Client
 
 from history import kernel
 from history.kernel import tokens
@@ -28,9 +27,12 @@ from history.models import (
 )
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
+from tests.asgi_client import asgi_post
 from tests.factories import ApiKeyFactory, ExecutionFactory, NamespaceFactory, scope_of
 
-pytestmark = pytest.mark.django_db
+# The token calls are served by the lean lane on the API's thread pool (its own database
+# connections): the rows must be committed for it to see them.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 QUEUE = "orders"
 
@@ -42,9 +44,7 @@ class Tenant:
 
     def post(self, path: str, body: dict[str, Any], *, namespace: str = "") -> Any:
         url = f"/api/v1/namespaces/{namespace or self.namespace.name}/task-queues/{path}"
-        return Client().post(
-            url, body, content_type="application/json", HTTP_AUTHORIZATION=self.authorization
-        )
+        return asgi_post(url, body, authorization=self.authorization)
 
 
 def _tenant() -> Tenant:

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.urls import Resolver404, get_resolver
 
 from chronicle.asgi import _takes_djangos_path
+from matching.lane_asgi import lane_call
 
 API = "/api/v1/namespaces/shop"
 RUN = API + "/workflows/order-1/runs/8c1d52a4-2b3e-4a55-9a0b-3c3f1e7f0c11"
@@ -33,14 +35,34 @@ def test_polls_and_waiting_views_get_a_thread_of_their_own(path: str) -> None:
     "path",
     [
         API + "/workflows",  # start
-        API + "/task-queues/orders/workflow-tasks/complete",
-        API + "/task-queues/orders/activity-tasks/complete",
+        API + "/task-queues/orders/build-ids",
         API + "/workflows/order-1/signal",
         API + "/no-such-endpoint",  # answered 404 from the pool
     ],
 )
 def test_views_that_answer_at_once_share_the_pool(path: str) -> None:
     assert not _takes_djangos_path(path)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "workflow-tasks/complete",
+        "workflow-tasks/fail",
+        "activity-tasks/complete",
+        "activity-tasks/fail",
+        "activity-tasks/canceled",
+        "activity-tasks/heartbeat",
+        "query-tasks/respond",
+    ],
+)
+def test_token_calls_take_the_lean_lane_and_django_serves_no_twin(tail: str) -> None:
+    path = API + "/task-queues/orders/" + tail
+    match = lane_call(path)
+    assert match is not None and match["namespace"] == "shop" and match["task_queue"] == "orders"
+    with pytest.raises(Resolver404):
+        get_resolver().resolve(path)
+    assert lane_call(path + "/x") is None and lane_call(API + "/task-queues/a/b/" + tail) is None
 
 
 def test_the_asgi_module_loads_as_gunicorn_loads_it_with_no_settings_variable() -> None:

@@ -1,0 +1,80 @@
+"""Drive the frontend's ASGI application in process, as a server would, without sockets.
+
+For tests of paths Django's test client cannot reach: the lean lane answers the worker's
+token calls in front of Django (``matching.lane_asgi``), on the API's thread pool, whose
+threads use their own database connections — so tests using this client need
+``django_db(transaction=True)`` for their rows to be seen.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
+
+@dataclass
+class AsgiResponse:
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    def __getitem__(self, header: str) -> str:
+        return self.headers[header.lower()]
+
+
+def asgi_request(
+    method: str, path: str, content: bytes | str = b"", *, authorization: str | None = None
+) -> AsgiResponse:
+    """One request to ``chronicle.asgi.application``; ``path`` is the decoded path."""
+    raw = content.encode() if isinstance(content, str) else content
+    return async_to_sync(_call)(method, path, raw, authorization)
+
+
+def asgi_post(path: str, body: dict[str, Any], *, authorization: str | None = None) -> AsgiResponse:
+    return asgi_request("POST", path, json.dumps(body), authorization=authorization)
+
+
+async def _call(method: str, path: str, raw: bytes, authorization: str | None) -> AsgiResponse:
+    from chronicle.asgi import application
+
+    headers = [(b"host", b"testserver"), (b"content-type", b"application/json")]
+    headers.append((b"content-length", str(len(raw)).encode()))
+    if authorization is not None:
+        headers.append((b"authorization", authorization.encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    inbox = [{"type": "http.request", "body": raw, "more_body": False}]
+    answer: dict[str, Any] = {"status": 0, "headers": {}, "body": []}
+
+    async def receive() -> dict[str, Any]:
+        if inbox:
+            return inbox.pop(0)
+        return {"type": "http.disconnect"}  # asked again only after the answer
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer["status"] = message["status"]
+            answer["headers"] = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
+        elif message["type"] == "http.response.body":
+            answer["body"].append(message.get("body", b""))
+
+    await application(scope, receive, send)
+    return AsgiResponse(answer["status"], answer["headers"], b"".join(answer["body"]))
