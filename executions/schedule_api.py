@@ -187,7 +187,12 @@ class ScheduleListApi(NamespaceApi):
     @extend_schema_serializer(component_name="ListSchedulesParams")
     class ListSerializer(serializers.Serializer[Any]):
         page_size = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
-        cursor = StrictCharField(required=False, default="")
+        cursor = StrictCharField(
+            required=False,
+            default="",
+            max_length=4096,
+            help_text="the previous page's next_cursor, as given (opaque; good in this namespace only)",
+        )
 
     @endpoint(
         summary="List schedules in id order",

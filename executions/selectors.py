@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
-from executions import visibility
+from executions import page_tokens, visibility
 from history.kernel.responses import execution_summary, serialize_event
 from history.kernel.schedules import upcoming_action_times
 from history.models import (
@@ -129,7 +129,7 @@ def schedule_describe(schedule: Schedule) -> dict[str, Any]:
     still_running = {
         str(r)
         for r in WorkflowExecution.objects.filter(
-            run_id__in=running_ids, status=ExecutionStatus.RUNNING
+            namespace_id=schedule.namespace_id, run_id__in=running_ids, status=ExecutionStatus.RUNNING
         ).values_list("run_id", flat=True)
     }
     return {
@@ -161,17 +161,29 @@ def schedule_describe(schedule: Schedule) -> dict[str, Any]:
     }
 
 
+SCHEDULE_CURSOR_KIND = "schedules"
+
+
 def schedule_list(
     namespace: Namespace, *, page_size: int = 100, cursor: str = ""
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Schedules in id order, a page at a time; the cursor is the last id of the page."""
+    """Schedules in id order, a page at a time.
+
+    The cursor is the page's last schedule id, signed for this namespace
+    (``executions.page_tokens``): a cursor from another namespace, or one nobody minted,
+    is refused alike (400 ``malformed cursor``).
+    """
     qs = Schedule.objects.filter(namespace=namespace).order_by("schedule_id")
     if cursor:
-        qs = qs.filter(schedule_id__gt=cursor)
+        after = page_tokens.read(SCHEDULE_CURSOR_KIND, namespace, cursor)
+        if not isinstance(after, str):
+            raise invalid("malformed cursor", field="cursor")
+        qs = qs.filter(schedule_id__gt=after)
     rows = list(qs[: page_size + 1])
     more = len(rows) > page_size
     rows = rows[:page_size]
-    return [schedule_describe(s) for s in rows], rows[-1].schedule_id if more else None
+    next_cursor = page_tokens.mint(SCHEDULE_CURSOR_KIND, namespace, rows[-1].schedule_id) if more else None
+    return [schedule_describe(s) for s in rows], next_cursor
 
 
 def payload_get(namespace: Namespace, digest: str) -> dict[str, Any]:

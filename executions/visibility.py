@@ -26,9 +26,7 @@ Every error raises ``VisibilityQueryError`` with the character position it point
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import re
 import uuid
 from collections.abc import Callable
@@ -55,6 +53,7 @@ from django.db.models.expressions import CombinedExpression
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
+from executions import page_tokens
 from history.models import ExecutionStatus, PendingActivity, WorkflowExecution
 from namespaces.models import IndexedValueType, Namespace
 from namespaces.search_attributes import (
@@ -739,14 +738,23 @@ def _fingerprint(query: str) -> str:
     return hashlib.blake2b(query.encode(), digest_size=6).hexdigest()
 
 
-def encode_page_token(query: str, attribute: Attribute, row: WorkflowExecution) -> str:
+PAGE_TOKEN_KIND = "workflows"
+
+
+def encode_page_token(namespace: Namespace, query: str, attribute: Attribute, row: WorkflowExecution) -> str:
+    """The next page's token: the last row's sort key and run id, signed for this namespace
+    (see ``executions.page_tokens``) and bound to the query's hash."""
     body = {"q": _fingerprint(query), "v": _sort_value(attribute, row), "r": str(row.run_id)}
-    return base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode().rstrip("=")
+    return page_tokens.mint(PAGE_TOKEN_KIND, namespace, body)
 
 
-def _decode_page_token(query: str, attribute: Attribute, token: str) -> tuple[Any, uuid.UUID]:
+def _decode_page_token(
+    namespace: Namespace, query: str, attribute: Attribute, token: str
+) -> tuple[Any, uuid.UUID]:
+    """The position a token of this namespace carries. A token minted in another namespace
+    is refused as one nobody minted is: ``malformed``, with nothing about where it came from."""
+    body: Any = page_tokens.read(PAGE_TOKEN_KIND, namespace, token)
     try:
-        body = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         if body["q"] != _fingerprint(query):
             raise invalid("next_page_token belongs to another query")
         return _decode_sort_value(attribute, body["v"]), uuid.UUID(body["r"])
@@ -789,7 +797,7 @@ def page(
     compiled = _listing(query, custom_attributes(namespace))
     qs = _ordered(namespace, compiled)
     if next_page_token:
-        value, run_id = _decode_page_token(query, compiled.order, next_page_token)
+        value, run_id = _decode_page_token(namespace, query, compiled.order, next_page_token)
         qs = qs.filter(_after(compiled.order, compiled.descending, value, run_id))
     size = max(1, min(page_size, MAX_PAGE_SIZE))
     if only:
@@ -801,7 +809,7 @@ def page(
     rows = list(qs[: size + 1])
     if len(rows) <= size:
         return rows, None
-    return rows[:size], encode_page_token(query, compiled.order, rows[size - 1])
+    return rows[:size], encode_page_token(namespace, query, compiled.order, rows[size - 1])
 
 
 # ---------------------------------------------------------------- failure triage

@@ -18,6 +18,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from executions import page_tokens
 from executions.models import AuditAction, AuditEntry
 from executions.ui.access import memberships, reader
 from namespaces.models import Namespace
@@ -56,19 +57,25 @@ class AuditFilter:
         ):
             if value:
                 qs = qs.filter(**{field: value})
-        return _after_cursor(qs, self.before).order_by("-created_at", "-id")
+        return _after_cursor(qs, namespace, self.before).order_by("-created_at", "-id")
 
 
-def _cursor(entry: AuditEntry) -> str:
-    return f"{entry.created_at.isoformat()}|{entry.pk}"
+CURSOR_KIND = "audit"
 
 
-def _after_cursor(qs: QuerySet[AuditEntry], cursor: str) -> QuerySet[AuditEntry]:
-    """Entries older than the cursor's; a cursor that does not parse starts from the newest."""
-    created, _, pk = cursor.partition("|")
+def _cursor(namespace: Namespace, entry: AuditEntry) -> str:
+    """The next page's cursor: the last entry's (time, id), signed for this namespace."""
+    return page_tokens.mint(CURSOR_KIND, namespace, [entry.created_at.isoformat(), entry.pk])
+
+
+def _after_cursor(qs: QuerySet[AuditEntry], namespace: Namespace, cursor: str) -> QuerySet[AuditEntry]:
+    """Entries older than the cursor's. A cursor this namespace's log did not mint (one that
+    does not parse, or one of another namespace) starts from the newest, as no cursor does."""
+    position: Any = page_tokens.read(CURSOR_KIND, namespace, cursor) if cursor else None
     try:
+        created, pk = position
         moment, last_id = datetime.fromisoformat(created), int(pk)
-    except ValueError:
+    except (TypeError, ValueError):
         return qs
     return qs.filter(Q(created_at__lt=moment) | Q(created_at=moment, id__lt=last_id))
 
@@ -106,7 +113,7 @@ def audit_log(request: HttpRequest, namespace: str) -> HttpResponse:
     entries = entries[:PAGE_SIZE]
     next_params = request.GET.copy()
     if more:
-        next_params["before"] = _cursor(entries[-1])
+        next_params["before"] = _cursor(access.namespace, entries[-1])
     context = {
         "access": access,
         "memberships": memberships(request),

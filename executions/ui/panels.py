@@ -131,7 +131,11 @@ class ChildNode:
 
 
 def children_tree(ex: WorkflowExecution, depth: int = CHILD_TREE_DEPTH) -> list[ChildNode]:
-    """The children this run started, and theirs, ``depth`` levels down; one query pair per level."""
+    """The children this run started, and theirs, ``depth`` levels down; one query pair per level.
+
+    Children live in their parent's namespace, and only runs of that namespace are read
+    or descended into, whatever run ids an event names.
+    """
     roots: list[ChildNode] = []
     level: dict[str, list[ChildNode]] = {str(ex.run_id): roots}
     for _ in range(depth):
@@ -140,7 +144,9 @@ def children_tree(ex: WorkflowExecution, depth: int = CHILD_TREE_DEPTH) -> list[
             break
         runs = {
             str(r.run_id): r
-            for r in WorkflowExecution.objects.filter(run_id__in=[run_id for _, run_id, _ in started])
+            for r in WorkflowExecution.objects.filter(
+                namespace_id=ex.namespace_id, run_id__in=[run_id for _, run_id, _ in started]
+            )
         }
         next_level: dict[str, list[ChildNode]] = {}
         for parent_run_id, run_id, workflow_id in started:
@@ -149,7 +155,8 @@ def children_tree(ex: WorkflowExecution, depth: int = CHILD_TREE_DEPTH) -> list[
                 workflow_id, run_id, run.workflow_type if run else "", run.status if run else "unknown"
             )
             level[parent_run_id].append(node)
-            next_level[run_id] = node.children
+            if run is not None:
+                next_level[run_id] = node.children
         level = next_level
     return roots
 

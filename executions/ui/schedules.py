@@ -51,16 +51,18 @@ def _schedule(access: Access, schedule_id: str) -> Schedule:
         raise Http404("schedule not found") from None
 
 
-def _statuses(run_ids: list[str]) -> dict[str, str]:
-    """The status of each run a schedule started, in one read."""
-    rows = WorkflowExecution.objects.filter(run_id__in=run_ids).values_list("run_id", "status")
+def _statuses(access: Access, run_ids: list[str]) -> dict[str, str]:
+    """The status of each run a schedule of this namespace started, in one read."""
+    rows = WorkflowExecution.objects.filter(namespace=access.namespace, run_id__in=run_ids).values_list(
+        "run_id", "status"
+    )
     return {str(run_id): status for run_id, status in rows}
 
 
-def _recent_actions(described: dict[str, Any]) -> list[dict[str, Any]]:
+def _recent_actions(access: Access, described: dict[str, Any]) -> list[dict[str, Any]]:
     """Recent actions newest first, each with the status of the run it started."""
     recent = list(reversed(described["info"]["recent_actions"]))
-    statuses = _statuses([a["run_id"] for a in recent])
+    statuses = _statuses(access, [a["run_id"] for a in recent])
     return [{**a, "status": statuses.get(a["run_id"], "deleted")} for a in recent]
 
 
@@ -100,12 +102,14 @@ def _row(described: dict[str, Any], statuses: dict[str, str]) -> ScheduleRow:
 @login_required
 def schedule_list(request: HttpRequest, namespace: str) -> HttpResponse:
     access = reader(request, namespace)
-    cursor = request.GET.get("cursor", "")
-    described, next_cursor = selectors.schedule_list(
-        access.namespace, page_size=LIST_PAGE_SIZE, cursor=cursor
-    )
+    try:
+        described, next_cursor = selectors.schedule_list(
+            access.namespace, page_size=LIST_PAGE_SIZE, cursor=request.GET.get("cursor", "")
+        )
+    except ChronicleError as error:  # a cursor this namespace's list did not mint
+        return HttpResponse(error.message, status=error.status, content_type="text/plain")
     lasts = [d["info"]["recent_actions"][-1]["run_id"] for d in described if d["info"]["recent_actions"]]
-    statuses = _statuses(lasts)
+    statuses = _statuses(access, lasts)
     context = {
         "access": access,
         "memberships": memberships(request),
@@ -144,7 +148,7 @@ def schedule_detail(request: HttpRequest, namespace: str, schedule_id: str) -> H
         "spec_words": describe_spec(spec),
         "jitter": duration_in_words(float(spec.get("jitter") or 0)) if spec.get("jitter") else "",
         "policy": _policy(described["schedule"]["policy"]),
-        "recent": _recent_actions(described),
+        "recent": _recent_actions(access, described),
         "upcoming": _times(described["info"]["next_action_times"]),
         "audit": AuditEntry.objects.filter(
             namespace=access.namespace, target=schedule_id, action__startswith="schedule."
