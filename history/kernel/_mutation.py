@@ -21,15 +21,13 @@ from django.utils import timezone
 
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode
-from history.kernel import payloads, store
+from history.kernel import closing, payloads, store
 from history.kernel.retry import workflow_task_retry_delay
 from history.kernel.versioning import WorkerVersionStamp, current_build_id
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
-    PendingActivity,
     PendingChildExecution,
-    PendingExternalRequest,
     QueryState,
     Schedule,
     Task,
@@ -49,11 +47,6 @@ TIMERS_CHANNEL = "chronicle_timers_v1"
 # The search attribute naming the schedule that started a run (Temporal's TemporalScheduledById).
 SCHEDULED_BY_ID = "ChronicleScheduledById"
 PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
-
-# Timer rows a run's close keeps: its retention, and the duties that follow a child's start or close.
-SURVIVE_CLOSE = frozenset(
-    {TimerKind.RETENTION, TimerKind.START_CHILD, TimerKind.CHILD_CLOSED, TimerKind.PARENT_CLOSE_POLICY}
-)
 
 CLOSE_EVENTS = frozenset(
     {
@@ -444,29 +437,6 @@ class ExecutionMutation:
         )
         self._notifications.add((TIMERS_CHANNEL, f"{shard_id}|{self.now.timestamp()}"))
 
-    def _drop_pending_work(self) -> None:
-        """Delete the closed run's activities, timers (but those that outlive a close), task
-        rows and external requests: one statement, since every run's close pays for it."""
-        ex = self.execution
-        with connection.cursor() as cursor:
-            # SKIP LOCKED: a task row a poller holds is stale anyway and is dropped on claim.
-            cursor.execute(
-                f"""
-                WITH activities AS (DELETE FROM {PendingActivity._meta.db_table} WHERE run_id = %(run)s),
-                timers AS (
-                    DELETE FROM {TimerTask._meta.db_table} WHERE run_id = %(run)s AND kind <> ALL(%(keep)s)
-                ),
-                tasks AS (
-                    DELETE FROM {Task._meta.db_table} WHERE id IN (
-                        SELECT id FROM {Task._meta.db_table} WHERE run_id = %(run)s FOR UPDATE SKIP LOCKED
-                    )
-                )
-                DELETE FROM {PendingExternalRequest._meta.db_table} WHERE run_id = %(run)s
-                """,
-                {"run": ex.run_id, "keep": sorted(str(kind) for kind in SURVIVE_CLOSE)},
-            )
-        self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
-
     def enforce_history_limits(self) -> None:
         """Past the namespace's history limits the run is terminated (Temporal's rule)."""
         ex = self.execution
@@ -496,9 +466,9 @@ class ExecutionMutation:
         """Write events, state, rows and notifications inside the caller's transaction:
         one statement (see :mod:`history.kernel.store`)."""
         assert connection.in_atomic_block, "kernel writes need an open transaction"
-        if not self._prepare_save():
-            return
         write = store.Write()
+        if not self._prepare_save(write):
+            return
         if self.execution._state.adding:
             store.insert_rows(write, [self.execution])
         else:
@@ -506,16 +476,20 @@ class ExecutionMutation:
         store.remember_saved_columns(self.execution)
         _write_pending_rows([self], write)
 
-    def _prepare_save(self) -> bool:
-        """Apply the checks due before writing; False when the run was deleted instead."""
+    def _prepare_save(self, write: store.Write) -> bool:
+        """Apply the checks due before writing, and what a close implies; False when the
+        run was deleted instead."""
         if self.deleted:
             return False
         self.enforce_history_limits()
         if self.closed_now:
-            self._drop_pending_work()
-            from history.kernel.children import schedule_close_duties  # builds on this module
-
-            schedule_close_duties(self)
+            ex = self.execution
+            closing.drop_pending_work(write, [ex.run_id])
+            self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
+            for kind, scheduled_event_id in closing.child_duties(
+                ex, has_children=_lock_fact(ex, "has_children")
+            ):
+                self.add_timer(kind, self.now, scheduled_event_id=scheduled_event_id)
         return True
 
 
@@ -523,13 +497,14 @@ def save_all(mutations: list[ExecutionMutation]) -> None:
     """Save many runs' mutations in one statement instead of several per run.
 
     The timer queue fires hundreds of runs in one transaction; per-run round trips
-    made it slow. Same writes, same order per table, as :meth:`ExecutionMutation.save`.
+    made it slow. Same writes as :meth:`ExecutionMutation.save`.
     """
     assert connection.in_atomic_block, "kernel writes need an open transaction"
-    live = [m for m in mutations if m._prepare_save()]
-    if not live:
-        return
     write = store.Write()
+    live = [m for m in mutations if m._prepare_save(write)]
+    if not live:
+        store.send(write)
+        return
     store.update_whole_rows(write, [m.execution for m in live])
     for m in live:
         store.remember_saved_columns(m.execution)
@@ -625,18 +600,21 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
     execution.namespace = Namespace.from_db(
         execution._state.db, [field.attname for field in _NAMESPACE_FIELDS], values
     )
-    setattr(execution, _HAS_BUFFERED_QUERIES, execution.__dict__.pop("has_buffered_queries"))
+    setattr(execution, _LOCK_FACTS, {name: execution.__dict__.pop(name) for name in _LOCK_FACT_NAMES})
     store.remember_saved_columns(execution)
     return execution
 
 
-_HAS_BUFFERED_QUERIES = "_chronicle_has_buffered_queries"
+_LOCK_FACTS = "_chronicle_lock_facts"
+_LOCK_FACT_NAMES = ("has_buffered_queries", "has_children")
 _NAMESPACE_FIELDS = Namespace._meta.concrete_fields
 _LOCK_RUN_SQL = (
     "SELECT e.*, "
     + ", ".join(f'n."{field.column}" AS "namespace__{field.column}"' for field in _NAMESPACE_FIELDS)
     + f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id AND q.buffered"
     f" AND q.state = '{QueryState.PENDING.value}') AS has_buffered_queries"
+    f", EXISTS (SELECT 1 FROM {PendingChildExecution._meta.db_table} c"
+    " WHERE c.run_id = e.run_id) AS has_children"
     + f" FROM {WorkflowExecution._meta.db_table} e JOIN {Namespace._meta.db_table} n ON n.id = e.namespace_id"
     " WHERE e.run_id = %s FOR UPDATE OF e"
 )
@@ -644,8 +622,14 @@ _LOCK_RUN_SQL = (
 
 def may_have_buffered_queries(execution: WorkflowExecution) -> bool:
     """Whether queries may wait for the run's next workflow task (Temporal's buffered
-    queries). :func:`lock_run` reads it with the lock: almost every run has none, and each
-    workflow-task start and completion would otherwise ask with a statement of its own.
-    A query is buffered only under the run's lock, so the answer holds for the whole
-    transaction; a run locked any other way may have some."""
-    return bool(getattr(execution, _HAS_BUFFERED_QUERIES, True))
+    queries). Almost every run has none, and each workflow-task start and completion
+    would otherwise ask with a statement of its own."""
+    return _lock_fact(execution, "has_buffered_queries")
+
+
+def _lock_fact(execution: WorkflowExecution, name: str) -> bool:
+    """What :func:`lock_run` read with the lock about the run's rare rows (buffered queries,
+    children); True ("may have") for a run locked another way. Such rows are added only
+    under the run's lock, so a False holds for the whole transaction."""
+    facts: dict[str, bool] = getattr(execution, _LOCK_FACTS, {})
+    return facts.get(name, True)

@@ -17,7 +17,6 @@ from history.kernel.executions import REUSE_POLICIES
 from history.kernel.retry import normalize_retry_policy
 from history.models import (
     ExternalRequestKind,
-    ParentClosePolicy,
     PendingChildExecution,
     PendingExternalRequest,
     TimerKind,
@@ -210,26 +209,6 @@ def _pending_request(
         TimerKind.SIGNAL_EXTERNAL if kind == ExternalRequestKind.SIGNAL else TimerKind.CANCEL_EXTERNAL
     )
     m.add_timer(timer_kind, m.now, scheduled_event_id=initiated)
-
-
-def schedule_close_duties(m: ExecutionMutation) -> None:
-    """When a run closes: tell its parent (unless its chain goes on), apply its children's policies.
-
-    Called as the close is saved, after the run's other pending work (external requests
-    included) was dropped.
-    """
-    ex = m.execution
-    if ex.reset_run_id is not None:
-        # Closed by a reset: the new run carries on as the child of the same parent and
-        # takes over this run's children, so no one is told and no close policy applies.
-        PendingChildExecution.objects.filter(run=ex).delete()
-        return
-    if ex.parent_run_id is not None and ex.new_run_id is None:
-        m.add_timer(TimerKind.CHILD_CLOSED, m.now)
-    started = PendingChildExecution.objects.filter(run=ex, started_run_id__isnull=False)
-    started.filter(parent_close_policy=ParentClosePolicy.ABANDON).delete()
-    for child in started.exclude(parent_close_policy=ParentClosePolicy.ABANDON):
-        m.add_timer(TimerKind.PARENT_CLOSE_POLICY, m.now, scheduled_event_id=child.initiated_event_id)
 
 
 def restore_child(

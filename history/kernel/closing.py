@@ -1,0 +1,88 @@
+"""What a run's close leaves behind: its pending work dropped, its children's duties due.
+
+Called by the unit of work as a closed run is saved (``ExecutionMutation.save``), so the
+close is written with everything it implies in the same transaction. Kept apart from the
+unit of work, and importing none of the kernel's operations, so that the unit of work
+can rely on it without an import circle.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from django.db import connection
+
+from history.kernel import store
+from history.models import (
+    ParentClosePolicy,
+    PendingActivity,
+    PendingChildExecution,
+    PendingExternalRequest,
+    Task,
+    TimerKind,
+    TimerTask,
+    WorkflowExecution,
+)
+
+# Timer rows a run's close keeps: its retention, and the duties that follow a child's start or close.
+SURVIVE_CLOSE = frozenset(
+    {TimerKind.RETENTION, TimerKind.START_CHILD, TimerKind.CHILD_CLOSED, TimerKind.PARENT_CLOSE_POLICY}
+)
+
+# Each is a part of the closing run's one write (a data-modifying WITH member).
+_DROP_PENDING_WORK = (
+    f"DELETE FROM {PendingActivity._meta.db_table} WHERE run_id = ANY(%s)",
+    f"DELETE FROM {TimerTask._meta.db_table} WHERE run_id = ANY(%s) AND kind <> ALL(%s)",
+    f"DELETE FROM {Task._meta.db_table} WHERE id IN ("
+    f"SELECT id FROM {Task._meta.db_table} WHERE run_id = ANY(%s) FOR UPDATE SKIP LOCKED)",
+    f"DELETE FROM {PendingExternalRequest._meta.db_table} WHERE run_id = ANY(%s)",
+)
+
+_STARTED_CHILDREN = f"""
+    WITH abandoned AS (
+        DELETE FROM {PendingChildExecution._meta.db_table}
+        WHERE run_id = %s AND started_run_id IS NOT NULL AND parent_close_policy = %s
+    )
+    SELECT initiated_event_id FROM {PendingChildExecution._meta.db_table}
+    WHERE run_id = %s AND started_run_id IS NOT NULL AND parent_close_policy <> %s
+    ORDER BY initiated_event_id
+"""
+
+
+def drop_pending_work(write: store.Write, run_ids: Sequence[uuid.UUID]) -> None:
+    """Add to ``write`` the deletion of the closed runs' activities, timers (but those that
+    outlive a close), task rows and external requests. A part of the run's one write: its
+    deletions see the rows as they were before the write, so the rows the same write adds
+    stay. (``SKIP LOCKED``: a task row a poller holds is stale anyway and dropped on claim.)
+    """
+    runs = list(run_ids)
+    keep = sorted(str(kind) for kind in SURVIVE_CLOSE)
+    activities, timers, tasks, requests = _DROP_PENDING_WORK
+    write.add(activities, [runs])
+    write.add(timers, [runs, keep])
+    write.add(tasks, [runs])
+    write.add(requests, [runs])
+
+
+def child_duties(execution: WorkflowExecution, *, has_children: bool) -> list[tuple[str, int]]:
+    """When a run closes: the duty timers due now, as ``(kind, scheduled_event_id)``: tell
+    its parent (unless its chain goes on), apply its started children's close policies
+    (abandoned children are simply let go).
+
+    A run closed by a reset hands its children to the new run, which carries on as the
+    child of the same parent: no one is told and no close policy applies.
+    """
+    duties: list[tuple[str, int]] = []
+    if execution.reset_run_id is not None:
+        if has_children:
+            PendingChildExecution.objects.filter(run=execution).delete()
+        return duties
+    if execution.parent_run_id is not None and execution.new_run_id is None:
+        duties.append((TimerKind.CHILD_CLOSED, 0))
+    if has_children:
+        abandon = str(ParentClosePolicy.ABANDON)
+        with connection.cursor() as cursor:
+            cursor.execute(_STARTED_CHILDREN, [execution.run_id, abandon, execution.run_id, abandon])
+            duties += [(TimerKind.PARENT_CLOSE_POLICY, initiated) for (initiated,) in cursor.fetchall()]
+    return duties
