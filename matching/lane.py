@@ -52,6 +52,11 @@ def _completion(result: Any) -> bytes:
     )
 
 
+def _activity_report(handed_back: Any) -> bytes:
+    """``{}``, or the workflow task handed back to the reporting worker."""
+    return encode({"workflow_task": handed_back.as_dict()}) if handed_back is not None else EMPTY
+
+
 def _heartbeat(cancel_requested: Any) -> bytes:
     return b'{"cancel_requested":true}' if cancel_requested else b'{"cancel_requested":false}'
 
@@ -81,14 +86,16 @@ ENDPOINTS = [
         "Complete an activity task with its result",
         bodies.ActivityTaskCompletedRequest,
         kernel.respond_activity_task_completed,
-        _empty,
+        _activity_report,
+        "ActivityTaskReported",
     ),
     Endpoint(
         "activity-tasks/fail",
         "Fail an activity task (it may be retried)",
         bodies.ActivityTaskFailedRequest,
         kernel.respond_activity_task_failed,
-        _empty,
+        _activity_report,
+        "ActivityTaskReported",
     ),
     Endpoint(
         "activity-tasks/canceled",

@@ -23,6 +23,7 @@ from django.conf import settings
 
 from chronicle.api import MAX_JSON_DEPTH, parse_json_body
 from chronicle.errors import ChronicleError, ErrorCode
+from history.kernel.handoff import WorkflowTaskWanted
 from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp
 from matching.lane_errors import BLANK_ALLOWED, JSON_FIELDS, field_errors
 
@@ -67,6 +68,9 @@ class WorkerVersion(msgspec.Struct, kw_only=True):
     def stamp_fields(self) -> dict[str, Any]:
         return {"build_id": self.build_id, "use_versioning": self.use_versioning}
 
+    def stamp(self) -> WorkerVersionStamp | None:
+        return WorkerVersionStamp.from_wire(self.stamp_fields())
+
 
 class TokenBody(Body, kw_only=True):
     task_token: Token
@@ -85,7 +89,7 @@ class WorkflowTaskCompletedRequest(TokenBody, kw_only=True):
     def kernel_args(self) -> dict[str, Any]:
         args = super().kernel_args()
         stamp = self.worker_version_stamp
-        args["worker_version_stamp"] = WorkerVersionStamp.from_wire(stamp.stamp_fields()) if stamp else None
+        args["worker_version_stamp"] = stamp.stamp() if stamp else None
         return args
 
 
@@ -94,11 +98,31 @@ class WorkflowTaskFailedRequest(TokenBody, kw_only=True):
     failure: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class ActivityTaskCompletedRequest(TokenBody, kw_only=True):
+class ActivityReport(TokenBody, kw_only=True):
+    """An activity's outcome, which may carry its worker's offer to run the workflow task
+    the outcome schedules (``history.kernel.handoff``): it polls ``sticky_task_queue`` and
+    holds a free workflow slot for it."""
+
+    return_new_workflow_task: bool = False
+    sticky_task_queue: Annotated[str, msgspec.Meta(max_length=1000)] = ""
+    worker_version_stamp: WorkerVersion | None = None
+
+    def kernel_args(self) -> dict[str, Any]:
+        args = super().kernel_args()
+        offered = args.pop("return_new_workflow_task")
+        sticky = args.pop("sticky_task_queue")
+        stamp = args.pop("worker_version_stamp")
+        args["wanted"] = (
+            WorkflowTaskWanted(sticky, self.identity, stamp.stamp() if stamp else None) if offered else None
+        )
+        return args
+
+
+class ActivityTaskCompletedRequest(ActivityReport, kw_only=True):
     result: Any = UNSET
 
 
-class ActivityTaskFailedRequest(TokenBody, kw_only=True):
+class ActivityTaskFailedRequest(ActivityReport, kw_only=True):
     failure: dict[str, Any]
     last_heartbeat_details: Any = UNSET
 

@@ -25,6 +25,7 @@ _REF = "#/components/schemas/{name}"
 _RESPONSES: dict[str, type[Any]] = {
     "WorkflowTaskCompleted": schemas.WorkflowTaskCompletedSerializer,
     "HeartbeatResponse": schemas.HeartbeatResponseSerializer,
+    "ActivityTaskReported": schemas.ActivityTaskReportedSerializer,
 }
 
 

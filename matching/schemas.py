@@ -80,6 +80,13 @@ class WorkflowTaskCompletedSerializer(serializers.Serializer[Any]):
     activity_tasks = ActivityTaskSerializer(many=True, help_text="activities started eagerly")
 
 
+class ActivityTaskReportedSerializer(serializers.Serializer[Any]):
+    workflow_task = WorkflowTaskSerializer(
+        required=False,
+        help_text="the run's next workflow task, started for this worker, when it offered to take it",
+    )
+
+
 class HeartbeatResponseSerializer(serializers.Serializer[Any]):
     cancel_requested = serializers.BooleanField()
 

@@ -103,3 +103,32 @@ async def _result(stack: Stack, tenant: Tenant, workflow_id: str) -> int:
     total: int = await asyncio.wait_for(client.get_workflow_handle(workflow_id).result(), 60)
     await client.close()
     return total
+
+
+def test_a_worker_process_takes_the_next_workflow_task_with_each_activity_result(
+    stack: Stack, tenant: Tenant, api: Api, queue: str, tmp_path: Path
+) -> None:
+    """Each activity result hands the run's next workflow task back to the worker that ran
+    it: the history shows the task started for that worker, never scheduled on a queue for
+    a poll to find, and the workflow ends as it would without the hand-back."""
+    journal = tmp_path / "journal.txt"
+    wid = f"wf-{uuid.uuid4().hex[:8]}"
+    worker = _start_worker(stack, tenant, queue, journal)
+    try:
+        api.start(wid, queue, workflow_type="Journal")
+        r = api.post(f"/workflows/{wid}/signal", {"signal_name": "resume"})
+        assert r.status_code in (200, 202), r.text
+        assert asyncio.run(_result(stack, tenant, wid)) == 1 + 2 + 3 + 4
+    finally:
+        worker.terminate()
+    assert worker.wait(20) == 0
+    events = api.events(wid)
+    after_results = [
+        events[i + 2]
+        for i, event in enumerate(events)
+        if event["event_type"] == "ActivityTaskCompleted" and i + 2 < len(events)
+    ]
+    assert [e["event_type"] for e in after_results] == ["WorkflowTaskStarted"] * 4
+    assert [e["attributes"]["request_id"] for e in after_results] == ["handed-back"] * 4
+    assert "WorkflowTaskTimedOut" not in [e["event_type"] for e in events]
+    assert _journalled(journal) == [1, 2, 3, 4]

@@ -16,7 +16,8 @@ from history import kernel
 from history.kernel.handoff import WorkflowTaskWanted
 from history.models import HistoryEvent, Task, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
-from tests.factories import ExecutionFactory, scope_of
+from tests.asgi_client import asgi_post
+from tests.factories import ApiKeyFactory, ExecutionFactory, scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -164,3 +165,42 @@ def test_a_duplicate_completion_is_refused_and_hands_nothing_twice() -> None:
 
     assert (refused.value.status, refused.value.code) == (404, "stale_task_token")
     assert HistoryEvent.objects.filter(run=run).count() == events
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lane_takes_the_offer_with_the_report_and_answers_with_the_task() -> None:
+    run, [activity] = _running_activity()
+    key = ApiKeyFactory(namespace=run.namespace)
+    url = f"/api/v1/namespaces/{run.namespace.name}/task-queues/{QUEUE}/activity-tasks/complete"
+    offer = {"return_new_workflow_task": True, "sticky_task_queue": STICKY, "identity": "w1"}
+
+    too_long = asgi_post(
+        url,
+        {"task_token": activity["task_token"], **offer, "sticky_task_queue": "q" * 1001},
+        authorization=key.authorization,
+    )
+    assert too_long.status_code == 400
+    assert too_long.json()["details"]["fields"] == {
+        "sticky_task_queue": ["Ensure this field has no more than 1000 characters."]
+    }
+    r = asgi_post(
+        url, {"task_token": activity["task_token"], "result": 1, **offer}, authorization=key.authorization
+    )
+
+    assert r.status_code == 200, r.content
+    task = r.json()["workflow_task"]
+    assert task["workflow_execution"]["run_id"] == str(run.run_id)
+    assert task["history"]["events"][-1]["attributes"]["request_id"] == "handed-back"
+    assert _workflow_task_rows(run) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_report_without_an_offer_answers_as_before() -> None:
+    run, [activity] = _running_activity()
+    key = ApiKeyFactory(namespace=run.namespace)
+    url = f"/api/v1/namespaces/{run.namespace.name}/task-queues/{QUEUE}/activity-tasks/complete"
+
+    r = asgi_post(url, {"task_token": activity["task_token"], "result": 1}, authorization=key.authorization)
+
+    assert (r.status_code, r.json()) == (200, {})
+    assert _workflow_task_rows(run) == [STICKY]
