@@ -11,11 +11,14 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from sdk.exceptions import RPCError
+
+if TYPE_CHECKING:
+    from sdk.converter import DataConverter
 
 log = logging.getLogger("sdk.http")
 
@@ -176,6 +179,20 @@ class HttpTransport:
 
     async def get(self, path: str, **options: Any) -> dict[str, Any] | None:
         return await self.request("GET", path, **options)
+
+
+class ServerClient(Protocol):
+    """What calls made on a client's behalf need of it: its transport and its data converter.
+
+    ``sdk.client.Client`` is one. Modules the client is built from (``sdk.schedule``) take
+    this rather than the client, so they need not import the module that imports them.
+    """
+
+    @property
+    def transport(self) -> HttpTransport: ...
+
+    @property
+    def data_converter(self) -> DataConverter: ...
 
 
 def _param(value: Any) -> str:

@@ -18,7 +18,6 @@ from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
 from sdk._payload_refs import PayloadRefResolver
-from sdk._runtime.definition import workflow_name
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
@@ -52,6 +51,7 @@ from sdk.schedule import (
     list_schedules,
 )
 from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
+from sdk.workflow._definition import workflow_name
 
 CLOSE_EVENTS = {
     "WorkflowExecutionCompleted",

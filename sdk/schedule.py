@@ -14,15 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
-from sdk._runtime.definition import workflow_name
+from sdk._http import ServerClient
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter
-
-if TYPE_CHECKING:
-    from sdk.client import Client
+from sdk.workflow._definition import workflow_name
 
 
 class ScheduleOverlapPolicy(IntEnum):
@@ -370,7 +368,7 @@ ScheduleUpdater = Callable[[ScheduleUpdateInput], ScheduleUpdate | None | Awaita
 class ScheduleHandle:
     """A handle on one schedule by id."""
 
-    def __init__(self, client: Client, id: str) -> None:
+    def __init__(self, client: ServerClient, id: str) -> None:
         self.client = client
         self.id = id
 
@@ -431,7 +429,7 @@ class ScheduleHandle:
 
 
 async def create_schedule(
-    client: Client,
+    client: ServerClient,
     id: str,
     schedule: Schedule,
     *,
@@ -454,7 +452,9 @@ async def create_schedule(
     return handle
 
 
-async def list_schedules(client: Client, *, page_size: int = 1000) -> AsyncIterator[ScheduleListDescription]:
+async def list_schedules(
+    client: ServerClient, *, page_size: int = 1000
+) -> AsyncIterator[ScheduleListDescription]:
     cursor = ""
     while True:
         page = (
@@ -471,9 +471,7 @@ async def list_schedules(client: Client, *, page_size: int = 1000) -> AsyncItera
 
 
 def _wire_time(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+    return None if value is None else (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
 
 
 def _time(value: str | None) -> datetime | None:

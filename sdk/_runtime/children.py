@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from sdk._failure import failure_to_exception
+from sdk._runtime.commands import Command, child_identity
 from sdk.exceptions import (
     ApplicationError,
     CancelledError,
@@ -26,9 +26,9 @@ from sdk.exceptions import (
     TimeoutType,
     WorkflowAlreadyStartedError,
 )
+from sdk.workflow import ChildWorkflowCancellationType, ChildWorkflowHandle
 
 if TYPE_CHECKING:
-    from sdk._runtime.instance import Command
     from sdk._runtime.loop import DeterministicLoop
     from sdk.converter import DataConverter
     from sdk.workflow import Info
@@ -48,15 +48,6 @@ EXTERNAL_OUTCOMES = {
     "RequestCancelExternalWorkflowExecutionFailed",
 }
 CHILD_EVENTS = CHILD_START_EVENTS | CHILD_CLOSE_EVENTS | EXTERNAL_OUTCOMES
-
-
-class ChildWorkflowCancellationType(IntEnum):
-    """What cancelling a child's task waits for (Temporal's names and default)."""
-
-    ABANDON = 0
-    TRY_CANCEL = 1
-    WAIT_CANCELLATION_COMPLETED = 2
-    WAIT_CANCELLATION_REQUESTED = 3
 
 
 @dataclass
@@ -86,22 +77,46 @@ class ExternalRequest:
     on_done: list[Callable[[], None]] = field(default_factory=list)
 
 
-def child_identity(workflow_type: str, workflow_id: str) -> str:
-    return f"child workflow {workflow_type!r} (id {workflow_id!r})"
+class _ChildHandle(ChildWorkflowHandle):
+    """What ``workflow.start_child_workflow`` returns: a task awaiting the child's close."""
+
+    def __init__(
+        self, children: ChildWorkflows, state: ChildState, cancellation_type: ChildWorkflowCancellationType
+    ) -> None:
+        super().__init__(_await_child(state, cancellation_type), loop=children.loop)
+        self._children = children
+        self._child = state
+        self._cancellation_type = cancellation_type
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Ask the server to cancel the child; with WAIT_CANCELLATION_COMPLETED keep awaiting its close."""
+        if self.done():
+            return False
+        self._children.cancel_child(self._child, self._cancellation_type)
+        if self._cancellation_type == ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED:
+            return True
+        return super().cancel(msg)
+
+    @property
+    def id(self) -> str:
+        return self._child.workflow_id
+
+    @property
+    def first_execution_run_id(self) -> str:
+        return self._child.run_id
 
 
-def child_event_identity(kind: str, attrs: dict[str, Any]) -> str | None:
-    """How replay names a child or external command's event (None for other events)."""
-    target = (attrs.get("workflow_execution") or {}).get("workflow_id")
-    if kind == "StartChildWorkflowExecutionInitiated":
-        return child_identity(
-            str((attrs.get("workflow_type") or {}).get("name")), str(attrs.get("workflow_id"))
-        )
-    if kind == "SignalExternalWorkflowExecutionInitiated":
-        return f"signal {attrs.get('signal_name')!r} to {target!r}"
-    if kind == "RequestCancelExternalWorkflowExecutionInitiated":
-        return f"cancel of {target!r}"
-    return None
+async def _await_child(state: ChildState, cancellation_type: ChildWorkflowCancellationType) -> Any:
+    """The handle's body; ``_ChildHandle.cancel`` has already asked for the child's cancel."""
+    try:
+        return await state.result
+    except asyncio.CancelledError:
+        if (
+            cancellation_type == ChildWorkflowCancellationType.WAIT_CANCELLATION_REQUESTED
+            and state.cancel_requested
+        ):
+            await state.cancel_requested
+        raise
 
 
 class ChildWorkflows:
@@ -130,7 +145,23 @@ class ChildWorkflows:
 
     # -- children ----------------------------------------------------------------------------
 
-    def start_child(
+    async def workflow_start_child_workflow(
+        self,
+        workflow_type: str,
+        args: list[Any],
+        options: dict[str, Any],
+        result_hint: Any,
+        cancellation_type: ChildWorkflowCancellationType,
+    ) -> ChildWorkflowHandle:
+        state = self._start_child(workflow_type, args, options, result_hint)
+        try:
+            await state.started
+        except asyncio.CancelledError:
+            self.cancel_child(state, cancellation_type)
+            raise
+        return _ChildHandle(self, state, cancellation_type)
+
+    def _start_child(
         self,
         workflow_type: str,
         args: list[Any],
@@ -179,7 +210,9 @@ class ChildWorkflows:
             self._request_child_cancel(state)
 
     def _request_child_cancel(self, state: ChildState) -> None:
-        future = self.request_cancel_external(state.workflow_id, state.run_id, child_workflow_only=True)
+        future = self.workflow_request_cancel_external(
+            state.workflow_id, state.run_id, child_workflow_only=True
+        )
         waiter = state.cancel_requested
 
         def settle(done: asyncio.Future[None]) -> None:
@@ -248,7 +281,7 @@ class ChildWorkflows:
 
     # -- other workflows ---------------------------------------------------------------------
 
-    def signal_external(
+    def workflow_signal_external(
         self,
         workflow_id: str,
         run_id: str | None,
@@ -267,7 +300,7 @@ class ChildWorkflows:
         identity = f"signal {signal_name!r} to {workflow_id!r}"
         return self._send_external("SignalExternalWorkflowExecution", attributes, identity, workflow_id)
 
-    def request_cancel_external(
+    def workflow_request_cancel_external(
         self, workflow_id: str, run_id: str | None, *, child_workflow_only: bool = False, reason: str = ""
     ) -> asyncio.Future[None]:
         attributes = {

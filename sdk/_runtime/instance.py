@@ -2,7 +2,9 @@
 
 Each command the code issues waits in ``_unmatched`` until the history event it produced arrives
 (immediately on replay, on the next activation when live); a mismatch in kind or identity is
-nondeterminism and names both sides.
+nondeterminism and names both sides. Activities (``activities``) and children and other
+workflows (``children``) are the instance's parts kept beside it; ``commands`` is the vocabulary
+that matching speaks. Workflow code reaches the instance only as ``workflow._Runtime``.
 """
 
 from __future__ import annotations
@@ -10,14 +12,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from sdk._failure import exception_to_failure, failure_to_exception
-from sdk._runtime.children import CHILD_EVENTS, ChildWorkflows, child_event_identity
-from sdk._runtime.definition import WorkflowDefinition
+from sdk._runtime.activities import ACTIVITY_RESOLUTIONS, Activities
+from sdk._runtime.activities import LocalActivityRequest as LocalActivityRequest
+from sdk._runtime.activities import LocalActivityResult as LocalActivityResult
+from sdk._runtime.children import CHILD_EVENTS, ChildWorkflows
+from sdk._runtime.commands import (
+    CLOSE_COMMANDS,
+    COMMAND_EVENTS,
+    EVENT_COMMANDS,
+    PATCH_MARKER,
+    Command,
+    event_identity,
+    is_patch_marker,
+)
 from sdk._runtime.loop import DeterministicLoop
 from sdk.converter import DataConverter, parameter_hints, return_hint
 from sdk.exceptions import (
@@ -28,46 +41,17 @@ from sdk.exceptions import (
     NondeterminismError,
     QueryFailed,
 )
+from sdk.workflow import ContinueAsNewError, Info, _Runtime
+from sdk.workflow._definition import WorkflowDefinition
 
-if TYPE_CHECKING:
-    from sdk.workflow import Info
+T = TypeVar("T")
 
-PATCH_MARKER = "core_patch"
-LOCAL_ACTIVITY_MARKER = "LocalActivity"
-COMMAND_EVENTS = {
-    "ScheduleActivityTask": "ActivityTaskScheduled",
-    "RequestCancelActivityTask": "ActivityTaskCancelRequested",
-    "StartTimer": "TimerStarted",
-    "CancelTimer": "TimerCanceled",
-    "RecordMarker": "MarkerRecorded",
-    "UpsertWorkflowSearchAttributes": "UpsertWorkflowSearchAttributes",
-    "CompleteWorkflowExecution": "WorkflowExecutionCompleted",
-    "FailWorkflowExecution": "WorkflowExecutionFailed",
-    "CancelWorkflowExecution": "WorkflowExecutionCanceled",
-    "ContinueAsNewWorkflowExecution": "WorkflowExecutionContinuedAsNew",
-    "StartChildWorkflowExecution": "StartChildWorkflowExecutionInitiated",
-    "SignalExternalWorkflowExecution": "SignalExternalWorkflowExecutionInitiated",
-    "RequestCancelExternalWorkflowExecution": "RequestCancelExternalWorkflowExecutionInitiated",
-}
-EVENT_COMMANDS = {event: command for command, event in COMMAND_EVENTS.items()}
-CLOSE_COMMANDS = {
-    "CompleteWorkflowExecution",
-    "FailWorkflowExecution",
-    "CancelWorkflowExecution",
-    "ContinueAsNewWorkflowExecution",
-}
 NOT_JOBS = {
     "WorkflowTaskScheduled",
     "WorkflowTaskCompleted",
     "WorkflowTaskFailed",
     "WorkflowTaskTimedOut",
     "ActivityTaskStarted",
-}
-ACTIVITY_RESOLUTIONS = {
-    "ActivityTaskCompleted",
-    "ActivityTaskFailed",
-    "ActivityTaskTimedOut",
-    "ActivityTaskCanceled",
 }
 
 
@@ -80,75 +64,11 @@ class StaleInstanceError(Exception):
     discard it and replay the full history in a fresh instance."""
 
 
-class ContinueAsNewRequest(BaseException):
-    """Raised by ``workflow.continue_as_new`` to unwind the run method."""
-
-    def __init__(self, attributes: dict[str, Any]) -> None:
-        super().__init__("continue as new")
-        self.attributes = attributes
-
-
-@dataclass
-class LocalActivityRequest:
-    seq: int
-    activity_type: str
-    args: list[dict[str, Any]]
-    options: dict[str, Any]
-
-
-@dataclass
-class LocalActivityResult:
-    result: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None
-    attempt: int = 1
-
-
 @dataclass
 class Activation:
     commands: list[dict[str, Any]]
     local_activities: list[LocalActivityRequest] = field(default_factory=list)
     completed: bool = False
-
-
-@dataclass
-class Command:
-    """A command issued by workflow code, waiting for the event that records it."""
-
-    seq: int
-    command_type: str
-    attributes: dict[str, Any]
-    identity: str
-    on_recorded: Callable[[int], None] | None = None
-
-    def wire(self) -> dict[str, Any]:
-        return {"command_type": self.command_type, "attributes": self.attributes}
-
-
-@dataclass
-class ActivityState:
-    seq: int
-    activity_type: str
-    activity_id: str
-    future: asyncio.Future[Any]
-    result_hint: Any = None
-    scheduled_event_id: int = 0
-    command: Command | None = None
-    abandoned: bool = False
-
-
-def _event_identity(event: dict[str, Any]) -> str:
-    attrs = event.get("attributes") or {}
-    kind = event["event_type"]
-    if kind == "ActivityTaskScheduled":
-        name = (attrs.get("activity_type") or {}).get("name")
-        return f"activity {name!r} (id {attrs.get('activity_id')!r})"
-    if kind in ("TimerStarted", "TimerCanceled"):
-        return f"timer {attrs.get('timer_id')!r}"
-    if kind == "MarkerRecorded":
-        return f"marker {attrs.get('marker_name')!r}{_patch_suffix(attrs.get('details'))}"
-    if kind == "ActivityTaskCancelRequested":
-        return f"cancel of activity scheduled at {attrs.get('scheduled_event_id')}"
-    return child_event_identity(kind, attrs) or str(kind)
 
 
 def _is_cancellation(error: FailureError) -> bool:
@@ -157,13 +77,12 @@ def _is_cancellation(error: FailureError) -> bool:
     return isinstance(error, ActivityError | ChildWorkflowError) and isinstance(error.cause, CancelledError)
 
 
-def _patch_suffix(details: Any) -> str:
-    patch = (details or {}).get("patch_id") if isinstance(details, dict) else None
-    return f" patch {patch.get('data')!r}" if isinstance(patch, dict) else ""
+class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
+    """A workflow run: feed it history with ``activate``, send back the commands it returns.
 
-
-class WorkflowInstance(ChildWorkflows):
-    """A workflow run: feed it history with ``activate``, send back the commands it returns."""
+    While its code runs it is the installed ``workflow._Runtime``, the interface through
+    which ``sdk.workflow``'s functions reach it.
+    """
 
     def __init__(self, definition: WorkflowDefinition, info: Info, converter: DataConverter) -> None:
         self.definition = definition
@@ -176,7 +95,6 @@ class WorkflowInstance(ChildWorkflows):
         self.current_time = info.start_time
         self._seq = 0
         self._unmatched: list[Command] = []
-        self._activities: dict[int, ActivityState] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._timer_ids: dict[int, str] = {}
         self._jobs: list[dict[str, Any]] = []
@@ -188,14 +106,11 @@ class WorkflowInstance(ChildWorkflows):
         self._main: asyncio.Task[Any] | None = None
         self._closed = False
         self._pending_events: list[dict[str, Any]] = []
-        self._local_futures: dict[int, tuple[str, asyncio.Future[Any], Any]] = {}
-        self._local_requests: list[LocalActivityRequest] = []
-        self._recorded_locals: dict[int, dict[str, Any]] = {}
-        self._replayed_locals: set[int] = set()
         # Handed on by the previous run of a cron chain (or a retry): raw payloads / failure.
         self.last_completion_result: list[dict[str, Any]] | None = None
         self.continued_failure: dict[str, Any] | None = None
         self._init_children()
+        self._init_activities()
         self.cancel_requested = False
 
     # -- the seam the worker calls -------------------------------------------------------------
@@ -239,16 +154,7 @@ class WorkflowInstance(ChildWorkflows):
     def resolve_local_activity(self, seq: int, result: LocalActivityResult) -> Activation:
         """Record a local activity's outcome as a marker, wake its caller, and run code again."""
         self._local_requests = []
-        activity_type, future, hint = self._local_futures.pop(seq)
-        details = {
-            "seq": self.converter.to_payload(seq),
-            "activity_type": self.converter.to_payload(activity_type),
-            "result": result.result,
-            "attempt": self.converter.to_payload(result.attempt),
-        }
-        attributes = {"marker_name": LOCAL_ACTIVITY_MARKER, "details": details, "failure": result.failure}
-        self._issue("RecordMarker", attributes, f"marker {LOCAL_ACTIVITY_MARKER!r}")
-        self._settle_local(future, activity_type, details, result.failure, hint)
+        self._record_local_outcome(seq, result)
         self._run_code()
         return self._activation()
 
@@ -256,46 +162,6 @@ class WorkflowInstance(ChildWorkflows):
         commands = [c.wire() for c in self._unmatched]
         completed = any(c.command_type in CLOSE_COMMANDS for c in self._unmatched)
         return Activation(commands, list(self._local_requests), completed)
-
-    def start_local_activity(
-        self, activity_type: str, args: list[Any], options: dict[str, Any], hint: Any
-    ) -> asyncio.Future[Any]:
-        """Replays resolve from the recorded marker; live runs ask the worker to run it."""
-        seq = self._next_seq()
-        future: asyncio.Future[Any] = self.loop.create_future()
-        recorded = self._recorded_locals.pop(seq, None)
-        if recorded is not None:
-            self._replayed_locals.add(seq)
-            details = recorded.get("details") or {}
-            self._settle_local(future, activity_type, details, recorded.get("failure"), hint)
-            return future
-        self._local_futures[seq] = (activity_type, future, hint)
-        payloads = self.converter.to_payloads(args)
-        self._local_requests.append(LocalActivityRequest(seq, activity_type, payloads, options))
-        return future
-
-    def _settle_local(
-        self,
-        future: asyncio.Future[Any],
-        activity_type: str,
-        details: dict[str, Any],
-        failure: dict[str, Any] | None,
-        hint: Any,
-    ) -> None:
-        if failure is None:
-            future.set_result(self.converter.from_payload(details.get("result"), hint))
-            return
-        error = ActivityError(
-            "Local activity failed",
-            scheduled_event_id=0,
-            started_event_id=0,
-            identity="",
-            activity_type=activity_type,
-            activity_id="",
-            retry_state=None,
-        )
-        error.__cause__ = failure_to_exception(failure, self.converter)
-        future.set_exception(error)
 
     def query(self, query_type: str, args: list[dict[str, Any]]) -> dict[str, Any]:
         handler = self.definition.queries.get(query_type)
@@ -315,39 +181,23 @@ class WorkflowInstance(ChildWorkflows):
         if self._replayed_local(event):
             return
         if not self._unmatched:
-            if self._is_patch_marker(event):
+            if is_patch_marker(event):
                 return  # a patch removed from code after deprecation: allowed
             raise NondeterminismError(
-                f"history has {event['event_type']} for {_event_identity(event)} at event "
+                f"history has {event['event_type']} for {event_identity(event)} at event "
                 f"{event.get('event_id')}, but the workflow code issued no command for it"
             )
         command = self._unmatched[0]
-        if command.command_type != expected or command.identity != _event_identity(event):
-            if self._is_patch_marker(event) and command.command_type != "RecordMarker":
+        if command.command_type != expected or command.identity != event_identity(event):
+            if is_patch_marker(event) and command.command_type != "RecordMarker":
                 return
             raise NondeterminismError(
                 f"workflow code issued {command.command_type} for {command.identity}, but history "
-                f"event {event.get('event_id')} is {event['event_type']} for {_event_identity(event)}"
+                f"event {event.get('event_id')} is {event['event_type']} for {event_identity(event)}"
             )
         self._unmatched.pop(0)
         if command.on_recorded is not None:
             command.on_recorded(int(event["event_id"]))
-
-    def _replayed_local(self, event: dict[str, Any]) -> bool:
-        """A local-activity marker already consumed on replay (its command is never reissued)."""
-        attrs = event.get("attributes") or {}
-        if event["event_type"] != "MarkerRecorded" or attrs.get("marker_name") != LOCAL_ACTIVITY_MARKER:
-            return False
-        seq = (attrs.get("details") or {}).get("seq", {}).get("data")
-        if seq in self._replayed_locals:
-            self._replayed_locals.discard(seq)
-            return True
-        return False
-
-    @staticmethod
-    def _is_patch_marker(event: dict[str, Any]) -> bool:
-        attrs = event.get("attributes") or {}
-        return event["event_type"] == "MarkerRecorded" and attrs.get("marker_name") == PATCH_MARKER
 
     def _issue(
         self,
@@ -401,22 +251,9 @@ class WorkflowInstance(ChildWorkflows):
             if event["event_type"] == "WorkflowTaskStarted":
                 break
             details = (event.get("attributes") or {}).get("details")
-            if WorkflowInstance._is_patch_marker(event) and isinstance(details, dict):
+            if is_patch_marker(event) and isinstance(details, dict):
                 markers.add(str((details.get("patch_id") or {}).get("data")))
         return markers
-
-    @staticmethod
-    def _local_markers_ahead(rest: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-        found: dict[int, dict[str, Any]] = {}
-        for event in rest:
-            if event["event_type"] == "WorkflowTaskStarted":
-                break
-            attrs = event.get("attributes") or {}
-            if event["event_type"] == "MarkerRecorded" and attrs.get("marker_name") == LOCAL_ACTIVITY_MARKER:
-                seq = ((attrs.get("details") or {}).get("seq") or {}).get("data")
-                if isinstance(seq, int):
-                    found[seq] = attrs
-        return found
 
     @staticmethod
     def _ordered(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -451,20 +288,18 @@ class WorkflowInstance(ChildWorkflows):
             self.loop.call_soon(self._main.cancel)
 
     def _start_workflow(self, attrs: dict[str, Any]) -> None:
-        from sdk import workflow
-
         run_fn = self.definition.run_fn
         self.last_completion_result = attrs.get("last_completion_result")
         self.continued_failure = attrs.get("continued_failure")
         args = self.converter.from_payloads(attrs.get("input"), parameter_hints(run_fn, skip_self=True))
-        with workflow._bound(self):
+        with self.installed():
             self._object = self.definition.cls(*(args if self.definition.init_takes_args else []))
         self._main = self.loop.create_task(self._run_main(args))
 
     async def _run_main(self, args: list[Any]) -> None:
         try:
             result = await self.definition.run_fn(self._object, *args)
-        except ContinueAsNewRequest as request:
+        except ContinueAsNewError as request:
             self._close("ContinueAsNewWorkflowExecution", request.attributes)
         except (asyncio.CancelledError, CancelledError):
             self._close("CancelWorkflowExecution", {"details": None})
@@ -492,16 +327,14 @@ class WorkflowInstance(ChildWorkflows):
             self.loop.create_task(outcome)
 
     def _run_code(self) -> None:
-        from sdk import workflow
-
         if self._object is not None:
             for name in [n for n in self._buffered_signals if n in self.definition.signals]:
                 for buffered in self._buffered_signals.pop(name):
                     self._deliver_signal(name, buffered["input"])
-        with workflow._bound(self):
+        with self.installed():
             try:
                 self.loop.run_until_blocked(self._check_conditions)
-            except (FailureError, asyncio.CancelledError, ContinueAsNewRequest):
+            except (FailureError, asyncio.CancelledError, ContinueAsNewError):
                 raise
             except Exception as exc:
                 raise WorkflowTaskError(f"workflow code raised {type(exc).__name__}: {exc}") from exc
@@ -522,14 +355,7 @@ class WorkflowInstance(ChildWorkflows):
                 resolved = True
         return resolved
 
-    # -- APIs used by sdk.workflow -------------------------------------------------------------
-
-    async def wait_condition(self, check: Callable[[], bool]) -> None:
-        if check():
-            return
-        future: asyncio.Future[None] = self.loop.create_future()
-        self._conditions.append((check, future))
-        await future
+    # -- durable timers: the deterministic loop's sink ------------------------------------------
 
     def start_timer(self, handle: asyncio.TimerHandle, delay: float) -> None:
         seq = self._seq + 1
@@ -552,74 +378,47 @@ class WorkflowInstance(ChildWorkflows):
             return
         self._issue("CancelTimer", {"timer_id": timer_id}, f"timer {timer_id!r}")
 
-    def schedule_activity(
-        self, activity_type: str, args: list[Any], options: dict[str, Any], result_hint: Any
-    ) -> ActivityState:
-        seq = self._seq + 1
-        activity_id = options.pop("activity_id", None) or str(seq)
-        state = ActivityState(seq, activity_type, activity_id, self.loop.create_future(), result_hint)
+    # -- workflow._Runtime: what sdk.workflow's functions ask of this run ----------------------
 
-        def recorded(event_id: int) -> None:
-            state.scheduled_event_id = event_id
+    def workflow_info(self) -> Info:
+        return self.info
 
-        attributes = {
-            "activity_id": activity_id,
-            "activity_type": {"name": activity_type},
-            "task_queue": {"name": options.pop("task_queue", None) or self.info.task_queue},
-            "input": self.converter.to_payloads(args),
-            **options,
-        }
-        identity = f"activity {activity_type!r} (id {activity_id!r})"
-        state.command = self._issue("ScheduleActivityTask", attributes, identity, recorded)
-        self._activities[seq] = state
-        return state
+    def workflow_is_replaying(self) -> bool:
+        return self.is_replaying
 
-    def cancel_activity(self, state: ActivityState, *, wait: bool, abandon: bool) -> None:
-        """Cancel ``state``: withdraw it if unsent, else request cancellation (unless abandoning)."""
-        if state.command is not None and self._withdraw(state.command):
-            self._activities.pop(state.seq, None)
-            return
-        if abandon:
-            state.abandoned = True
-            return
-        self._issue(
-            "RequestCancelActivityTask",
-            {"scheduled_event_id": state.scheduled_event_id},
-            f"cancel of activity scheduled at {state.scheduled_event_id}",
-        )
-        if not wait:
-            state.abandoned = True
-        state.future = self.loop.create_future()
+    def workflow_now(self) -> datetime:
+        return self.current_time
 
-    def _resolve_activity(self, kind: str, attrs: dict[str, Any]) -> None:
-        scheduled = attrs.get("scheduled_event_id")
-        state = next((s for s in self._activities.values() if s.scheduled_event_id == scheduled), None)
-        if state is None:
-            return
-        self._activities.pop(state.seq, None)
-        if state.abandoned or state.future.done():
-            return
-        if kind == "ActivityTaskCompleted":
-            state.future.set_result(self.converter.from_result(attrs.get("result"), state.result_hint))
-            return
-        cause = (
-            CancelledError("Activity cancelled")
-            if kind == "ActivityTaskCanceled"
-            else failure_to_exception(attrs.get("failure"), self.converter)
-        )
-        error = ActivityError(
-            "Activity task failed" if kind != "ActivityTaskCanceled" else "Activity cancelled",
-            scheduled_event_id=int(scheduled or 0),
-            started_event_id=int(attrs.get("started_event_id") or 0),
-            identity=str(attrs.get("identity") or ""),
-            activity_type=state.activity_type,
-            activity_id=state.activity_id,
-            retry_state=None,
-        )
-        error.__cause__ = cause
-        state.future.set_exception(error)
+    def workflow_time(self) -> float:
+        return self.loop.time()
 
-    def patched(self, patch_id: str, *, deprecated: bool = False) -> bool:
+    def workflow_random(self) -> random.Random:
+        return self.random
+
+    def workflow_data_converter(self) -> DataConverter:
+        return self.converter
+
+    def workflow_last_completion_result(self, type_hint: Any) -> Any:
+        return self.converter.from_result(self.last_completion_result, type_hint)
+
+    def workflow_has_last_completion_result(self) -> bool:
+        return self.last_completion_result is not None
+
+    def workflow_last_failure(self) -> BaseException | None:
+        failure = self.continued_failure
+        return failure_to_exception(failure, self.converter) if failure else None
+
+    def workflow_create_task(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        return self.loop.create_task(coro)
+
+    async def workflow_wait_condition(self, check: Callable[[], bool]) -> None:
+        if check():
+            return
+        future: asyncio.Future[None] = self.loop.create_future()
+        self._conditions.append((check, future))
+        await future
+
+    def workflow_patched(self, patch_id: str, *, deprecated: bool = False) -> bool:
         """Memoized per run: new code records a marker; replay follows what history recorded."""
         if patch_id in self._patches:
             return self._patches[patch_id]
@@ -637,7 +436,7 @@ class WorkflowInstance(ChildWorkflows):
         self._patches[patch_id] = use_new or deprecated
         return use_new or deprecated
 
-    def upsert_search_attributes(self, attributes: dict[str, Any]) -> None:
+    def workflow_upsert_search_attributes(self, attributes: dict[str, Any]) -> None:
         # The server merges the same way; a None or empty value removes the attribute.
         merged = {**self.info.search_attributes, **attributes}
         current = {k: v for k, v in merged.items() if v is not None and v != []}

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sdk._runtime.definition import WorkflowDefinition
 from sdk._runtime.instance import WorkflowInstance
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter
 from sdk.exceptions import NondeterminismError
 from sdk.workflow import Info, ParentInfo
+from sdk.workflow._definition import WorkflowDefinition
 
 
 @dataclass

@@ -15,7 +15,6 @@ import httpx
 from sdk import activity
 from sdk._failure import exception_to_failure
 from sdk._payload_refs import PayloadRefResolver
-from sdk._runtime.definition import WorkflowDefinition
 from sdk._runtime.instance import (
     Activation,
     LocalActivityRequest,
@@ -26,6 +25,7 @@ from sdk._runtime.instance import (
 from sdk._runtime.replayer import info_from_started_event
 from sdk.exceptions import ApplicationError, NondeterminismError, RPCError
 from sdk.workflow import Info
+from sdk.workflow._definition import WorkflowDefinition
 
 log = logging.getLogger("sdk.worker.workflow")
 

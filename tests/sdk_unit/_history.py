@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sdk._runtime.definition import WorkflowDefinition
 from sdk._runtime.instance import WorkflowInstance
 from sdk.converter import DataConverter
 from sdk.workflow import Info
+from sdk.workflow._definition import WorkflowDefinition
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -1,17 +1,24 @@
-"""What ``@workflow.defn`` records about a workflow class, read back by the worker and runtime."""
+"""The decorators that declare a workflow, and what ``@workflow.defn`` records for the worker.
+
+The record is plain data on the class, so the worker and the replayer read it without this
+module knowing anything about how workflows run.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 DEFINITION_ATTR = "__chronicle_workflow_definition__"
 RUN_ATTR = "__chronicle_workflow_run__"
 SIGNAL_ATTR = "__chronicle_workflow_signal__"
 QUERY_ATTR = "__chronicle_workflow_query__"
 INIT_ATTR = "__chronicle_workflow_init__"
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -74,3 +81,72 @@ def workflow_name(workflow: str | Callable[..., Any]) -> str:
         getattr(cls, "__chronicle_workflow_definition__", None), "name", None
     )
     return str(name or cls_name)
+
+
+def signal_name(signal: str | Callable[..., Any]) -> str:
+    """The name a signal is sent under: a string as is, else the name its handler was declared with."""
+    return signal if isinstance(signal, str) else str(getattr(signal, SIGNAL_ATTR, None) or signal.__name__)
+
+
+# -- decorators ---------------------------------------------------------------------------------
+
+
+@overload
+def defn(cls: type[T]) -> type[T]: ...
+
+
+@overload
+def defn(*, name: str | None = None) -> Callable[[type[T]], type[T]]: ...
+
+
+def defn(cls: type[T] | None = None, *, name: str | None = None) -> Any:
+    """Mark a class as a workflow; ``name`` defaults to the class name."""
+
+    def decorate(target: type[T]) -> type[T]:
+        setattr(target, DEFINITION_ATTR, WorkflowDefinition.build(target, name))
+        return target
+
+    return decorate(cls) if cls is not None else decorate
+
+
+def run(fn: F) -> F:
+    setattr(fn, RUN_ATTR, True)
+    return fn
+
+
+def init(fn: F) -> F:
+    """Mark ``__init__`` as taking the workflow's arguments."""
+    setattr(fn, INIT_ATTR, True)
+    return fn
+
+
+def _named(attr: str, fn: F | None, name: str | None) -> Any:
+    def decorate(target: F) -> F:
+        setattr(target, attr, name or target.__name__)
+        return target
+
+    return decorate(fn) if fn is not None else decorate
+
+
+@overload
+def signal(fn: F) -> F: ...
+
+
+@overload
+def signal(*, name: str | None = None) -> Callable[[F], F]: ...
+
+
+def signal(fn: F | None = None, *, name: str | None = None) -> Any:
+    return _named(SIGNAL_ATTR, fn, name)
+
+
+@overload
+def query(fn: F) -> F: ...
+
+
+@overload
+def query(*, name: str | None = None) -> Callable[[F], F]: ...
+
+
+def query(fn: F | None = None, *, name: str | None = None) -> Any:
+    return _named(QUERY_ATTR, fn, name)

@@ -1,0 +1,98 @@
+"""What workflow code asks of its own run: time, waiting, determinism, versioning, memo and logging.
+
+Each call goes to the engine through the installed ``_Runtime``, so it returns the same
+values on every replay of the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid as _uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from sdk.common import to_seconds
+from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
+from sdk.workflow._interface import Info, _Runtime
+
+
+async def sleep(duration: timedelta | float) -> None:
+    """A durable timer (StartTimer)."""
+    await asyncio.sleep(to_seconds(duration) or 0)
+
+
+async def wait_condition(fn: Callable[[], bool], *, timeout: timedelta | float | None = None) -> None:
+    """Wait until ``fn()`` is true; raises asyncio.TimeoutError after ``timeout`` (a durable timer)."""
+    waiter = _Runtime.current().workflow_wait_condition(fn)
+    if timeout is None:
+        await waiter
+    else:
+        await asyncio.wait_for(waiter, to_seconds(timeout))
+
+
+def now() -> datetime:
+    """The workflow's clock: the start time of the current workflow task."""
+    return _Runtime.current().workflow_now()
+
+
+def time() -> float:
+    return _Runtime.current().workflow_time()
+
+
+def info() -> Info:
+    return _Runtime.current().workflow_info()
+
+
+def random() -> Any:
+    """A random.Random seeded from the run, identical on every replay."""
+    return _Runtime.current().workflow_random()
+
+
+def uuid4() -> _uuid.UUID:
+    return _uuid.UUID(int=random().getrandbits(128), version=4)
+
+
+def patched(patch_id: str) -> bool:
+    """True on new code paths (and on replays of runs that took them); records a marker."""
+    return _Runtime.current().workflow_patched(patch_id)
+
+
+def deprecate_patch(patch_id: str) -> None:
+    _Runtime.current().workflow_patched(patch_id, deprecated=True)
+
+
+def upsert_search_attributes(attributes: SearchAttributesInput) -> None:
+    """Merge attributes into the run's: a list of ``SearchAttributeKey.value_set(v)`` /
+    ``value_unset()`` updates, or the dict form ``{"Name": [value]}`` (an empty list removes)."""
+    _Runtime.current().workflow_upsert_search_attributes(search_attributes_to_wire(attributes))
+
+
+def memo() -> dict[str, Any]:
+    return dict(_Runtime.current().workflow_info().memo)
+
+
+def has_last_completion_result() -> bool:
+    """True in a cron run (or its retry) after an earlier run of the chain completed with a result."""
+    return _Runtime.current().workflow_has_last_completion_result()
+
+
+def get_last_completion_result(type_hint: Any = None) -> Any:
+    """The result of the chain's last completed cron run, or None."""
+    return _Runtime.current().workflow_last_completion_result(type_hint)
+
+
+def get_last_failure() -> BaseException | None:
+    """The failure of the run before this one (a retried or failed cron run), or None."""
+    return _Runtime.current().workflow_last_failure()
+
+
+class _ReplaySilentFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        runtime = _Runtime.maybe_current()
+        return not (runtime is not None and runtime.workflow_is_replaying())
+
+
+logger = logging.getLogger("sdk.workflow")
+logger.addFilter(_ReplaySilentFilter())
