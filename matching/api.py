@@ -23,13 +23,13 @@ from rest_framework.views import APIView
 from chronicle.api import StrictCharField, parse_json_body, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo, off_loop
-from chronicle.errors import ChronicleError
+from chronicle.errors import ChronicleError, ErrorCode
 from chronicle.openapi import endpoint
 from history.kernel._mutation import task_wakeup_key
 from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp, dispatch_build_id
 from history.models import TaskKind
 from matching import schemas, selectors
-from matching.dispatch import DispatchThrottled, poll_once
+from matching.dispatch import MAX_TASKS_PER_POLL, DispatchThrottled, poll_batch
 from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import ApiKey, Namespace
@@ -64,6 +64,8 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
         ns, conninfo = await off_loop(_admit_poller)(request.headers.get("Authorization"), namespace)
         identity = str(body.get("identity") or "")[:1000]
         worker_version = WorkerVersionStamp.from_wire(body.get("worker_version_capabilities"))
+        batch = "max_tasks" in body
+        max_tasks = _max_tasks(body.get("max_tasks")) if batch else 1
         settings = engine_settings()
         timeout = min(
             float(body.get("timeout") or settings.poll_timeout_seconds),
@@ -78,16 +80,20 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
             woken = hub.subscribe(wake_key)
             try:
                 try:
-                    task = await off_loop(poll_once)(ns, task_queue, kind, identity, worker_version)
+                    tasks = await off_loop(poll_batch)(
+                        ns, task_queue, kind, identity, worker_version, max_tasks=max_tasks
+                    )
                 except DispatchThrottled as throttled:
                     await asyncio.sleep(min(throttled.wait, max(0.0, deadline - loop.time())))
-                    task = None
+                    tasks = []
                 remaining = deadline - loop.time()
-                if task is not None or remaining <= 0:
+                if tasks or remaining <= 0:
                     if woken.is_set():
                         # The wake-up was for a task this poll did not take: pass it on.
                         hub.wake(wake_key, 1)
-                    return JsonResponse(task) if task is not None else HttpResponse(status=204)
+                    if not tasks:
+                        return HttpResponse(status=204)
+                    return JsonResponse({"tasks": tasks} if batch else tasks[0])
                 with suppress(TimeoutError):
                     await asyncio.wait_for(woken.wait(), min(settings.safety_recheck_seconds, remaining))
             finally:
@@ -99,6 +105,15 @@ async def _poll(request: HttpRequest, namespace: str, task_queue: str, kind: str
         return response
     except (TypeError, ValueError) as exc:
         return JsonResponse({"code": "invalid_argument", "message": str(exc)}, status=400)
+
+
+def _max_tasks(value: Any) -> int:
+    """A poll's ``max_tasks``: how many tasks the worker has free slots for (1 to 32)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TASKS_PER_POLL:
+        raise ChronicleError(
+            ErrorCode.INVALID_ARGUMENT, f"max_tasks must be an integer from 1 to {MAX_TASKS_PER_POLL}"
+        )
+    return int(value)
 
 
 @csrf_exempt

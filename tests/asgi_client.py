@@ -8,6 +8,7 @@ threads use their own database connections — so tests using this client need
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -63,11 +64,15 @@ async def _call(method: str, path: str, raw: bytes, authorization: str | None) -
     }
     inbox = [{"type": "http.request", "body": raw, "more_body": False}]
     answer: dict[str, Any] = {"status": 0, "headers": {}, "body": []}
+    answered = asyncio.Event()
 
     async def receive() -> dict[str, Any]:
         if inbox:
             return inbox.pop(0)
-        return {"type": "http.disconnect"}  # asked again only after the answer
+        # Django's async views listen for a disconnect while they run: the client stays
+        # until the whole answer is sent, as a real one does.
+        await answered.wait()
+        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -75,6 +80,8 @@ async def _call(method: str, path: str, raw: bytes, authorization: str | None) -
             answer["headers"] = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
         elif message["type"] == "http.response.body":
             answer["body"].append(message.get("body", b""))
+            if not message.get("more_body", False):
+                answered.set()
 
     await application(scope, receive, send)
     return AsgiResponse(answer["status"], answer["headers"], b"".join(answer["body"]))

@@ -13,14 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
-
 from sdk import activity
 from sdk._failure import exception_to_failure
 from sdk._http import NotFoundError
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter, parameter_hints
-from sdk.exceptions import ApplicationError, CancelledError, RPCError
+from sdk.exceptions import ApplicationError, CancelledError
 
 log = logging.getLogger("sdk.worker.activity")
 
@@ -93,21 +91,7 @@ class ActivityRunner:
     async def poll_loop(self, stopping: asyncio.Event) -> None:
         """Poll only while a slot is free; each task runs in its own asyncio task."""
         path = f"/task-queues/{self.worker.task_queue}/activity-tasks/poll"
-        failures = 0
-        while not stopping.is_set():
-            await self.slots.acquire()
-            try:
-                task = await self.worker.poll(path, stopping)
-                failures = 0
-            except (RPCError, httpx.TransportError) as exc:  # keep polling through outages
-                self.slots.release()
-                failures += 1
-                await self.worker.backoff("activity poll", exc, failures, stopping)
-                continue
-            if task is None:
-                self.slots.release()
-                continue
-            self.start(task)
+        await self.worker.poll_loop(path, self.slots, self.start, "activity poll", stopping)
 
     def start(self, task: dict[str, Any]) -> None:
         """Run a task already holding a slot (from a poll or an eager dispatch)."""

@@ -23,6 +23,8 @@ from sdk.worker._workflows import WorkflowRunner
 log = logging.getLogger("sdk.worker")
 
 POLL_TIMEOUT_SECONDS = 30.0
+# The most tasks one poll asks for (the server's limit is 32).
+MAX_TASKS_PER_POLL = 8
 # Once shutdown is asked for, an outcome the server cannot take is retried this long, then
 # given up: the server retries the task after its timeout, so nothing is lost, and a
 # worker stopping while the server is down does not hang.
@@ -137,19 +139,65 @@ class Worker:
         await self.shutdown()
         await self._runner
 
-    async def poll(self, path: str, stopping: asyncio.Event) -> dict[str, Any] | None:
-        """One long poll; None when it timed out empty or the worker is stopping."""
+    async def poll_loop(
+        self,
+        path: str,
+        slots: asyncio.Semaphore,
+        start: Callable[[dict[str, Any]], None],
+        what: str,
+        stopping: asyncio.Event,
+    ) -> None:
+        """Long-poll ``path`` while a slot is free, asking for as many tasks as slots are
+        free (up to :data:`MAX_TASKS_PER_POLL`), and ``start`` each task on its slot.
+
+        A burst (many timers firing at once, a fan-out's results) then arrives in a few
+        calls instead of one call per task; an idle queue costs one waiting poll as before.
+        Outages are retried with backoff, so a worker keeps polling through them.
+        """
+        failures = 0
+        while not stopping.is_set():
+            await slots.acquire()
+            held = 1
+            while held < MAX_TASKS_PER_POLL and not slots.locked():
+                await slots.acquire()  # free: returns at once
+                held += 1
+            tasks: list[dict[str, Any]] = []
+            error: Exception | None = None
+            try:
+                tasks = await self._poll(path, stopping, held)
+                failures = 0
+            except (RPCError, httpx.TransportError) as exc:
+                error = exc
+            finally:
+                for _ in range(held - len(tasks)):
+                    slots.release()
+            if error is not None:
+                failures += 1
+                await self.backoff(what, error, failures, stopping)
+            for task in tasks:
+                start(task)
+
+    async def _poll(self, path: str, stopping: asyncio.Event, max_tasks: int) -> list[dict[str, Any]]:
+        """One long poll for up to ``max_tasks`` tasks; none when it timed out empty or the
+        worker is stopping."""
         if stopping.is_set():
-            return None
-        body: dict[str, Any] = {"identity": self.identity, "timeout": POLL_TIMEOUT_SECONDS}
+            return []
+        body: dict[str, Any] = {
+            "identity": self.identity,
+            "timeout": POLL_TIMEOUT_SECONDS,
+            "max_tasks": max_tasks,
+        }
         if self.version_stamp is not None:
             body["worker_version_capabilities"] = self.version_stamp
-        return await self.client.transport.post(
+        answer = await self.client.transport.post(
             path,
             body,
             idempotent=False,
             timeout=POLL_TIMEOUT_SECONDS + 30,
         )
+        if not answer:
+            return []
+        return list(answer["tasks"]) if "tasks" in answer else [answer]
 
     @property
     def version_stamp(self) -> dict[str, Any] | None:

@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from sdk import activity
 from sdk._failure import exception_to_failure
 from sdk._payload_refs import PayloadRefResolver
@@ -23,7 +21,7 @@ from sdk._runtime.instance import (
     WorkflowInstance,
 )
 from sdk._runtime.replayer import info_from_started_event
-from sdk.exceptions import ApplicationError, NondeterminismError, RPCError
+from sdk.exceptions import ApplicationError, NondeterminismError
 from sdk.workflow import Info
 from sdk.workflow._definition import WorkflowDefinition
 
@@ -80,25 +78,18 @@ class WorkflowRunner:
         normal = max(1, round(total * self.worker.nonsticky_to_sticky_poll_ratio))
         sticky = max(1, total - normal)
         queues = [self.worker.task_queue] * normal + [self.sticky_queue] * sticky
-        return [asyncio.create_task(self._poll_loop(queue, stopping)) for queue in queues]
-
-    async def _poll_loop(self, queue: str, stopping: asyncio.Event) -> None:
-        path = f"/task-queues/{quote(queue, safe='')}/workflow-tasks/poll"
-        failures = 0
-        while not stopping.is_set():
-            await self.slots.acquire()
-            try:
-                task = await self.worker.poll(path, stopping)
-                failures = 0
-            except (RPCError, httpx.TransportError) as exc:
-                self.slots.release()
-                failures += 1
-                await self.worker.backoff(f"workflow poll on {queue}", exc, failures, stopping)
-                continue
-            if task is None:
-                self.slots.release()
-                continue
-            self.run_reserved(task)
+        return [
+            asyncio.create_task(
+                self.worker.poll_loop(
+                    f"/task-queues/{quote(queue, safe='')}/workflow-tasks/poll",
+                    self.slots,
+                    self.run_reserved,
+                    f"workflow poll on {queue}",
+                    stopping,
+                )
+            )
+            for queue in queues
+        ]
 
     async def reserve_slot(self) -> bool:
         """For an eager start from this process: take a free task slot without waiting."""

@@ -133,6 +133,31 @@ def test_result_waits_for_the_close_event_in_one_request(stack: Stack, tenant: T
     asyncio.run(scenario())
 
 
+def test_a_worker_with_free_slots_takes_a_backlog_in_batches(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
+    """Twelve runs wait on the queue before the worker starts: its polls ask for as many
+    tasks as it has free slots, so the backlog arrives in a few answers, and every run ends."""
+    batch_sizes: list[int] = []
+
+    async def record(response: httpx.Response) -> None:
+        if response.request.url.path.endswith("/workflow-tasks/poll") and response.status_code == 200:
+            await response.aread()
+            batch_sizes.append(len(response.json()["tasks"]))
+
+    async def scenario() -> None:
+        client = await _connect(stack.url, tenant)
+        handles = [await client.start_workflow(OneStep.run, id=_wid(), task_queue=queue) for _ in range(12)]
+        client.transport._client.event_hooks["response"].append(record)
+        async with Worker(client, task_queue=queue, workflows=[OneStep], activities=[step]):
+            assert [await handle.result() for handle in handles] == [7] * 12
+        await client.close()
+
+    asyncio.run(scenario())
+    assert max(batch_sizes) > 1, batch_sizes
+    assert sum(batch_sizes) >= 12
+
+
 BEATING_SECONDS: list[float] = []
 
 
