@@ -17,6 +17,7 @@ from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
 from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._local_closes import LocalCloses
 from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.replayer import WorkflowHistory
 from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -140,6 +141,8 @@ class Client:
         # Events name payloads past the server's inline limit by digest; this fetches them.
         self.payload_refs = PayloadRefResolver(transport)
         self._eager_runners: dict[str, list[EagerWorkflowRunner]] = {}
+        # Closes of runs started eagerly here, seen by this process's worker.
+        self.local_closes = LocalCloses()
 
     def register_eager_runner(self, task_queue: str, runner: EagerWorkflowRunner) -> None:
         """Called by a running worker built on this client: it can take eager starts for its queue."""
@@ -295,6 +298,7 @@ class Client:
         if eager is not None:
             task = answer.get("eager_workflow_task")
             if task:
+                self.local_closes.expect(str(answer.get("run_id")))
                 eager.run_reserved(task)
             else:
                 eager.release_slot()
@@ -455,6 +459,12 @@ class WorkflowHandle:
     async def result(self, *, follow_runs: bool = True) -> Any:
         """Wait for the run to close and return its result; follows continue-as-new and retries."""
         run_id = self.result_run_id
+        local = await self.client.local_closes.wait(run_id)
+        if local is not None:
+            if not (follow_runs and local.get("new_run_id")):
+                [event] = await self.client.payload_refs.resolve([local["event"]])
+                return self._close_outcome(event)
+            run_id = local["new_run_id"]
         after = 0
         while True:
             page = (

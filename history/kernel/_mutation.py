@@ -153,6 +153,8 @@ class ExecutionMutation:
         self._task_wakeups: Counter[str] = Counter()
         self._offloaded = payloads.Offloaded()
         self.closed_now = False
+        # The close event this change appended (the run's last), once it closes.
+        self.close_event: HistoryEvent | None = None
         # Set when retention deleted the run: there is nothing left to save.
         self.deleted = False
         # Set when a command's effect needs the workflow to run again (e.g. an activity canceled at once).
@@ -406,6 +408,7 @@ class ExecutionMutation:
         """Append the close event and drop the run's pending work."""
         ex = self.execution
         event_id = self.append(event_type, attributes)
+        self.close_event = self._events[-1]
         ex.status = status
         ex.close_time = self.now
         ex.buffered_events = []

@@ -22,7 +22,7 @@ from history.kernel.queries import (
     buffered_queries,
     release_buffered_queries_txn,
 )
-from history.kernel.responses import WorkflowTaskResponse, build_workflow_task_response
+from history.kernel.responses import WorkflowTaskResponse, build_workflow_task_response, serialize_event
 from history.kernel.versioning import WorkerVersionStamp
 from history.models import WorkflowExecution
 
@@ -91,6 +91,10 @@ def _lock_for_token(token: dict[str, Any], scope: tokens.TaskScope) -> WorkflowE
 class CompletionResult:
     new_workflow_task: WorkflowTaskResponse | None = None
     activity_tasks: list[dict[str, Any]] = field(default_factory=list)
+    # When the completion closed the run: its close event and the run that carries on (a
+    # continue-as-new, a retry or a cron run), so a caller in the completing worker's
+    # process needs no further call to learn the result.
+    closed: dict[str, Any] | None = None
 
 
 def respond_workflow_task_completed(
@@ -214,7 +218,16 @@ def _finish_completion(
         new_task.queries = buffered_queries(ex)
     else:
         mutation.save()
-    return CompletionResult(new_workflow_task=new_task, activity_tasks=eager)
+    return CompletionResult(new_workflow_task=new_task, activity_tasks=eager, closed=_closed(mutation))
+
+
+def _closed(mutation: ExecutionMutation) -> dict[str, Any] | None:
+    """The close a completion wrote, as its answer tells it (after the save: ids are set)."""
+    event = mutation.close_event
+    if event is None:
+        return None
+    new_run_id = mutation.execution.new_run_id
+    return {"event": serialize_event(event), "new_run_id": str(new_run_id) if new_run_id else None}
 
 
 _CLOSE_COMMANDS = frozenset(

@@ -199,7 +199,8 @@ class WorkflowRunner:
         self.cache[run_id] = instance
         self.cache.move_to_end(run_id)
         while len(self.cache) > self.worker.max_cached_workflows:
-            self.cache.popitem(last=False)
+            evicted, _ = self.cache.popitem(last=False)
+            self.worker.client.local_closes.left(evicted)
 
     async def _run_task(self, task: dict[str, Any]) -> None:
         run_id = task["workflow_execution"]["run_id"]
@@ -247,6 +248,7 @@ class WorkflowRunner:
 
     async def _fail_task(self, task: dict[str, Any], cause: str, exc: BaseException) -> None:
         self.cache.pop(task["workflow_execution"]["run_id"], None)
+        self.worker.client.local_closes.left(task["workflow_execution"]["run_id"])
         log.error("workflow task failed (%s): %s", cause, exc)
         await self.worker.report(
             f"/task-queues/{quote(self.worker.task_queue, safe='')}/workflow-tasks/fail",
@@ -276,6 +278,13 @@ class WorkflowRunner:
         answer = await self.worker.report(
             f"/task-queues/{quote(self.worker.task_queue, safe='')}/workflow-tasks/complete", body
         )
+        run_id = task["workflow_execution"]["run_id"]
+        closed = (answer or {}).get("closed")
+        if closed:
+            self.worker.client.local_closes.closed(run_id, closed)
+        elif answer is None or activation.completed:
+            # Refused, or closed without word of it (a server that does not say): ask it.
+            self.worker.client.local_closes.left(run_id)
         eager = list((answer or {}).get("activity_tasks") or [])
         runner = self.worker.activities
         for activity_task in eager[:reserved]:

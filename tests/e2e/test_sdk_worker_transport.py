@@ -22,7 +22,7 @@ import pytest
 from sdk import activity, workflow
 from sdk.client import Client
 from sdk.common import RetryPolicy
-from sdk.exceptions import ApplicationError
+from sdk.exceptions import ApplicationError, WorkflowFailureError
 from sdk.worker import Worker
 from tests.conftest import Stack, Tenant, free_port, frontend_up, start_frontend, wait_until
 
@@ -128,6 +128,47 @@ def test_result_waits_for_the_close_event_in_one_request(stack: Stack, tenant: T
         async with Worker(client, task_queue=queue, workflows=[OneStep], activities=[step]):
             assert await handle.result() == 7
         assert history_requests == ["CLOSE_EVENT"]
+        await client.close()
+
+    asyncio.run(scenario())
+
+
+@workflow.defn(name="Declines")
+class Declines:
+    @workflow.run
+    async def run(self) -> None:
+        raise ApplicationError("card declined", type="Declined", non_retryable=True)
+
+
+def test_an_eagerly_started_run_closed_by_this_process_needs_no_call_for_its_result(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
+    """The completion that closes the run answers with the close event; result() takes it
+    from there, for a result and for a failure, without reading the history."""
+    history_requests: list[str] = []
+
+    async def count(request: httpx.Request) -> None:
+        if request.url.path.endswith("/history"):
+            history_requests.append(request.url.path)
+
+    async def scenario() -> None:
+        client = await _connect(stack.url, tenant)
+        client.transport._client.event_hooks["request"].append(count)
+        async with Worker(client, task_queue=queue, workflows=[OneStep, Declines], activities=[step]):
+            ok = await client.start_workflow(
+                OneStep.run, id=_wid(), task_queue=queue, request_eager_start=True
+            )
+            assert await ok.result() == 7
+            failing = await client.start_workflow(
+                Declines.run, id=_wid(), task_queue=queue, request_eager_start=True
+            )
+            with pytest.raises(WorkflowFailureError) as failed:
+                await failing.result()
+            assert "card declined" in str(failed.value.cause)
+            assert history_requests == []
+            # A handle not started here asks the server, as ever.
+            assert await client.get_workflow_handle(ok.id).result() == 7
+            assert len(history_requests) == 1
         await client.close()
 
     asyncio.run(scenario())
