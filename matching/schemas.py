@@ -75,9 +75,17 @@ class ActivityTaskSerializer(serializers.Serializer[Any]):
     retry_policy = serializers.DictField(allow_null=True)
 
 
+class RunClosedSerializer(serializers.Serializer[Any]):
+    event = serializers.DictField(help_text="the run's close event, as the history has it")
+    new_run_id = serializers.UUIDField(
+        allow_null=True, help_text="the run that carries on (continue-as-new, retry, cron), if any"
+    )
+
+
 class WorkflowTaskCompletedSerializer(serializers.Serializer[Any]):
     workflow_task = WorkflowTaskSerializer(allow_null=True, help_text="the next task, when asked for")
     activity_tasks = ActivityTaskSerializer(many=True, help_text="activities started eagerly")
+    closed = RunClosedSerializer(required=False, help_text="present when this completion closed the run")
 
 
 class ActivityTaskReportedSerializer(serializers.Serializer[Any]):
