@@ -1,7 +1,9 @@
 """ASGI entry point: the REST API and the site through Django; websockets via Channels.
 
-The worker's token calls (complete, fail, heartbeat, answer) go to the lean lane
-(:mod:`matching.lane_asgi`), in front of Django. Two Django handlers share the rest:
+The hot calls go to the lean lane (:mod:`chronicle.lane_asgi`), in front of Django: the
+worker's token calls (complete, fail, heartbeat, answer; :mod:`matching.lane`) and the
+client's start, signal-with-start, signal and history read (:mod:`executions.lane`). Two
+Django handlers share the rest:
 the other ``/api/v1/`` paths go to :class:`ApiHandler`, which runs no middleware;
 everything else (UI, admin, schema) gets the full stack from ``settings.MIDDLEWARE``.
 Websockets (the UI's live mode) go through Channels with the session's user
@@ -54,7 +56,7 @@ class ApiHandler(ASGIHandler):
     tasks to watch for a disconnect. Here a sync view's request is built, answered and
     closed in one trip to :data:`API_THREADS`, whose threads serve request after
     request. Async views (the task-queue long-polls) and views that wait on a thread
-    (marked with :func:`chronicle.waiting_views.waiting_view`: history long-polls, queries) take
+    (marked with :func:`chronicle.waiting_views.waiting_view`: queries) take
     Django's path unchanged, so no number of waiting clients can use up the pool.
     """
 
@@ -133,8 +135,8 @@ def _takes_djangos_path(path: str) -> bool:
 
 
 def route_http(site: Asgi, api: Asgi) -> Asgi:
-    """Send the worker's token calls to the lean lane (:mod:`matching.lane_asgi`), the other
-    API paths to ``api`` and the rest to ``site``."""
+    """Send the lane's calls to the lean lane (:mod:`chronicle.lane_asgi`), the other API
+    paths to ``api`` and the rest to ``site``."""
 
     async def app(
         scope: dict[str, Any], receive: Callable[..., Awaitable[Any]], send: Callable[..., Awaitable[Any]]
@@ -143,10 +145,12 @@ def route_http(site: Asgi, api: Asgi) -> Asgi:
         if not path.startswith(API_PREFIX):
             await site(scope, receive, send)
             return
-        lane = lane_call(path)
-        if lane is not None:
-            await serve_lane(scope, receive, send, lane, API_THREADS)
-            return
+        method = scope["method"]
+        for route in LANE_ROUTES:
+            match = route.match(method, path)
+            if match is not None:
+                await serve_lane(scope, receive, send, route, match, API_THREADS)
+                return
         await api(scope, receive, send)
 
     return app
@@ -154,9 +158,12 @@ def route_http(site: Asgi, api: Asgi) -> Asgi:
 
 _site = get_asgi_application()  # sets Django up first
 
+from chronicle.lane_asgi import serve as serve_lane  # noqa: E402
+from executions.lane import ROUTES as CLIENT_ROUTES  # noqa: E402
 from executions.ui.urls import websocket_urlpatterns  # noqa: E402  (needs Django set up)
-from matching.lane_asgi import lane_call  # noqa: E402
-from matching.lane_asgi import serve as serve_lane  # noqa: E402
+from matching.lane import ROUTE as WORKER_ROUTE  # noqa: E402
+
+LANE_ROUTES = [WORKER_ROUTE, *CLIENT_ROUTES]
 
 application = ProtocolTypeRouter(
     {

@@ -1,7 +1,7 @@
 """Field errors for a body that does not fit its struct, in the DRF serializers' words.
 
-msgspec stops at a body's first fault and words it its own way; callers of the worker
-API have always had every faulty field, each with DRF's message. So on the (rare)
+msgspec stops at a body's first fault and words it its own way; callers of the API have
+always had every faulty field, each with DRF's message. So on the (rare)
 failing path, each field's value is checked against what its struct declares
 (``msgspec.inspect``), and the messages are DRF's: one description of a body, and the
 same 400 as before for the same mistake.
@@ -9,23 +9,34 @@ same 400 as before for the same mistake.
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from msgspec import inspect as mi
-
-from history.kernel.versioning import WorkerVersionStamp
-
-# Fields of arbitrary JSON: absent means None, an explicit null is refused (DRF's JSONField).
-JSON_FIELDS = frozenset({"result", "last_heartbeat_details", "details", "answer"})
-# Text fields that may be empty once trimmed (DRF's allow_blank=True); the others may not.
-BLANK_ALLOWED = frozenset({"sticky_task_queue", "error_message", "build_id"})
 
 REQUIRED = "This field is required."
 NULL = "This field may not be null."
 BLANK = "This field may not be blank."
 
 Errors = list[str] | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """What a struct says of its fields beyond their types (class attributes of the struct):
+    ``json_fields`` hold any JSON, absent means None and an explicit null is refused (DRF's
+    ``JSONField``); ``blank_allowed`` text may be empty once trimmed (``allow_blank=True``)."""
+
+    json_fields: frozenset[str]
+    blank_allowed: frozenset[str]
+
+    @staticmethod
+    def of(struct: type[Any]) -> _Rules:
+        return _Rules(
+            getattr(struct, "json_fields", frozenset()), getattr(struct, "blank_allowed", frozenset())
+        )
 
 
 def field_errors(struct: type[msgspec.Struct], body: dict[str, Any]) -> dict[str, Any]:
@@ -39,48 +50,57 @@ def field_errors(struct: type[msgspec.Struct], body: dict[str, Any]) -> dict[str
 
 def _struct_errors(info: mi.StructType, body: dict[str, Any]) -> dict[str, Any]:
     errors: dict[str, Any] = {}
+    rules = _Rules.of(info.cls)
     for field in info.fields:
         if field.encode_name not in body:
             if field.required:
                 errors[field.encode_name] = [REQUIRED]
             continue
-        problem = _value_errors(field.name, field.type, body[field.encode_name], top=True)
+        problem = _value_errors(rules, field.name, field.type, body[field.encode_name], top=True)
         if problem:
             errors[field.encode_name] = problem
     return errors
 
 
-def _value_errors(name: str, kind: mi.Type, value: Any, *, top: bool = False) -> Errors | None:
+def _value_errors(rules: _Rules, name: str, kind: mi.Type, value: Any, *, top: bool = False) -> Errors | None:
     """What is wrong with one field's ``value`` (or, not ``top``, an item of it), or None."""
     if isinstance(kind, mi.Metadata):  # a described type: the type under the description
         kind = kind.type
     if isinstance(kind, mi.AnyType):  # any JSON; a JSON field itself refuses null
-        return [NULL] if value is None and top and name in JSON_FIELDS else None
+        return [NULL] if value is None and top and name in rules.json_fields else None
     if isinstance(kind, mi.UnionType):
         if value is None and any(isinstance(t, mi.NoneType) for t in kind.types):
             return None
         kind = next(t for t in kind.types if not isinstance(t, mi.NoneType))
+        if isinstance(kind, mi.Metadata):
+            kind = kind.type
     if value is None:
         return [NULL]
     if isinstance(kind, mi.StrType):
-        return _text_errors(name, kind, value)
+        return _text_errors(rules, name, kind, value)
     if isinstance(kind, mi.FloatType):
         return _number_errors(kind, value)
+    if isinstance(kind, mi.IntType):
+        return _integer_errors(kind, value)
+    if isinstance(kind, mi.LiteralType):
+        return None if value in kind.values else [f'"{value}" is not a valid choice.']
+    if isinstance(kind, mi.UUIDType):
+        return None if _convertible(value, uuid.UUID) else ["Must be a valid UUID."]
     if isinstance(kind, mi.BoolType):
         return None if _convertible(value, bool) else ["Must be a valid boolean."]
     if isinstance(kind, mi.ListType):
-        return _list_errors(name, kind, value)
+        return _list_errors(rules, name, kind, value)
     if isinstance(kind, mi.DictType):
-        return _dict_errors(name, kind, value)
+        return _dict_errors(rules, name, kind, value)
     if isinstance(kind, mi.StructType):
         return _nested_errors(kind, value)
     return None
 
 
-def _text_errors(name: str, kind: mi.StrType, value: Any) -> Errors | None:
+def _text_errors(rules: _Rules, name: str, kind: mi.StrType, value: Any) -> Errors | None:
     if not isinstance(value, str):
         return ["Not a valid string."]
-    if not value.strip() and name not in BLANK_ALLOWED:
+    if not value.strip() and name not in rules.blank_allowed:
         return [BLANK]
     if kind.max_length is not None and len(value) > kind.max_length:
         return [f"Ensure this field has no more than {kind.max_length} characters."]
@@ -95,17 +115,28 @@ def _number_errors(kind: mi.FloatType, value: Any) -> Errors | None:
     return None
 
 
-def _list_errors(name: str, kind: mi.ListType, value: Any) -> Errors | None:
+def _integer_errors(kind: mi.IntType, value: Any) -> Errors | None:
+    if isinstance(value, bool) or not _convertible(value, int):
+        return ["A valid integer is required."]
+    number = msgspec.convert(value, int, strict=False)
+    if kind.ge is not None and number < kind.ge:
+        return [f"Ensure this value is greater than or equal to {kind.ge}."]
+    if kind.le is not None and number > kind.le:
+        return [f"Ensure this value is less than or equal to {kind.le}."]
+    return None
+
+
+def _list_errors(rules: _Rules, name: str, kind: mi.ListType, value: Any) -> Errors | None:
     if not isinstance(value, list):
         return [f'Expected a list of items but got type "{type(value).__name__}".']
-    items = {str(i): _value_errors(name, kind.item_type, item) for i, item in enumerate(value)}
+    items = {str(i): _value_errors(rules, name, kind.item_type, item) for i, item in enumerate(value)}
     return {i: problem for i, problem in items.items() if problem} or None
 
 
-def _dict_errors(name: str, kind: mi.DictType, value: Any) -> Errors | None:
+def _dict_errors(rules: _Rules, name: str, kind: mi.DictType, value: Any) -> Errors | None:
     if not isinstance(value, dict):
         return [f'Expected a dictionary of items but got type "{type(value).__name__}".']
-    items = {str(k): _value_errors(name, kind.value_type, item) for k, item in value.items()}
+    items = {str(k): _value_errors(rules, name, kind.value_type, item) for k, item in value.items()}
     return {k: problem for k, problem in items.items() if problem} or None
 
 
@@ -115,11 +146,9 @@ def _nested_errors(kind: mi.StructType, value: Any) -> Errors | None:
     errors = _struct_errors(kind, value)
     if errors:
         return errors
-    try:
-        WorkerVersionStamp.from_wire(value)  # the one nested body: its own cross-field rule
-    except ValueError as exc:
-        return {"non_field_errors": [str(exc)]}
-    return None
+    check = getattr(kind.cls, "cross_field_error", None)  # a nested body's own rule across fields
+    problem = check(value) if check is not None else None
+    return {"non_field_errors": [problem]} if problem else None
 
 
 def _convertible(value: Any, kind: type[Any]) -> bool:

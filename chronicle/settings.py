@@ -140,7 +140,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "matching.lane_schema.add_lane_to_schema",
-        "chronicle.api.add_async_endpoints_to_schema",
+        "executions.lane_schema.add_lane_to_schema",
+        "matching.lane_schema.add_async_endpoints_to_schema",
     ],
 }
 

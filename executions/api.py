@@ -1,7 +1,9 @@
-"""Client endpoints: start, list, describe, signal, query, cancel, terminate, history.
+"""Client endpoints: list, count, describe, query, cancel, terminate, reset, payloads.
 
 Each view validates its input, passes the tenancy gate, calls one kernel function or
-selector and renders the result. Errors render through ``chronicle.api``.
+selector and renders the result. Errors render through ``chronicle.api``. The hot client
+calls — start, signal-with-start, signal and the history read with its long-poll — are not
+views: they are on the lean lane (:mod:`executions.lane`).
 """
 
 from __future__ import annotations
@@ -26,19 +28,11 @@ from chronicle.openapi import endpoint
 from chronicle.waiting_views import waiting_view
 from executions import schemas, search_attributes, selectors, visibility
 from history import kernel
-from history.kernel._mutation import close_wakeup_key
-from history.models import QueryState, WorkflowExecution, WorkflowQuery
+from history.models import QueryState, WorkflowQuery
 from matching.longpoll import hub
 from namespaces.auth import access_namespace
 from namespaces.models import IndexedValueType, Namespace
 
-REUSE = [
-    "ALLOW_DUPLICATE",
-    "ALLOW_DUPLICATE_FAILED_ONLY",
-    "REJECT_DUPLICATE",
-    "TERMINATE_IF_RUNNING",
-]
-CONFLICT = ["FAIL", "USE_EXISTING", "TERMINATE_EXISTING"]
 QUERY_HELP = "a visibility query, e.g. WorkflowType = 'Order' AND ExecutionStatus = 'Running'"
 
 
@@ -112,56 +106,8 @@ def query_workflow(
         WorkflowQuery.objects.filter(id=query.id).delete()
 
 
-@extend_schema_serializer(component_name="StartWorkflowRequest")
-class StartSerializer(serializers.Serializer[Any]):
-    workflow_id = StrictCharField(max_length=1000)
-    workflow_type = StrictCharField(max_length=1000)
-    task_queue = StrictCharField(max_length=1000)
-    input = serializers.ListField(required=False, default=list)
-    request_id = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
-    id_reuse_policy = serializers.ChoiceField(REUSE, required=False, default="ALLOW_DUPLICATE")
-    id_conflict_policy = serializers.ChoiceField(CONFLICT, required=False, default="", allow_blank=True)
-    execution_timeout = serializers.FloatField(required=False, default=0, min_value=0)
-    run_timeout = serializers.FloatField(required=False, default=0, min_value=0)
-    task_timeout = serializers.FloatField(required=False, default=10, min_value=0)
-    memo = serializers.DictField(required=False, default=dict)
-    search_attributes = serializers.DictField(required=False, default=dict)
-    retry_policy = serializers.DictField(required=False, default=None, allow_null=True)
-    start_delay = serializers.FloatField(required=False, default=0, min_value=0)
-    cron_schedule = StrictCharField(
-        max_length=1000,
-        required=False,
-        default="",
-        allow_blank=True,
-        help_text="classic cron: '* * * * *', '@hourly', '@every 30s', optional CRON_TZ= prefix",
-    )
-    identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
-    request_eager_execution = serializers.BooleanField(required=False, default=False)
-
-
 class WorkflowListApi(NamespaceApi):
     """POST starts a workflow; GET lists runs newest first."""
-
-    @endpoint(
-        summary="Start a workflow execution",
-        tag="client",
-        request=StartSerializer,
-        response=schemas.StartResponseSerializer,
-        success=(200, 201),
-        operation_id="start_workflow_execution",
-    )
-    def post(self, request: Request, namespace: str) -> Response:
-        ns = self.namespace(request, namespace)
-        data = StartSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        roles = getattr(request.auth, "roles", ())
-        if data.validated_data["request_eager_execution"] and "worker" not in roles:
-            raise ChronicleError(ErrorCode.PERMISSION_DENIED, "eager start needs the 'worker' role")
-        result = kernel.start_workflow_execution(ns, kernel.StartRequest(**data.validated_data))
-        body: dict[str, Any] = {"run_id": result.run_id, "started": result.started}
-        if result.eager_workflow_task is not None:
-            body["eager_workflow_task"] = result.eager_workflow_task
-        return Response(body, status=201 if result.started else 200)
 
     @extend_schema_serializer(component_name="ListWorkflowExecutionsParams")
     class ListSerializer(serializers.Serializer[Any]):
@@ -270,32 +216,6 @@ class SearchAttributeDetailApi(NamespaceApi):
         return Response({})
 
 
-class SignalWithStartApi(NamespaceApi):
-    @extend_schema_serializer(component_name="SignalWithStartRequest")
-    class InputSerializer(StartSerializer):
-        signal_name = StrictCharField(max_length=1000)
-        signal_input = serializers.ListField(required=False, default=list)
-
-    @endpoint(
-        summary="Signal a workflow, starting it first if it is not running",
-        tag="client",
-        request=InputSerializer,
-        response=schemas.SignalWithStartResponseSerializer,
-    )
-    def post(self, request: Request, namespace: str) -> Response:
-        ns = self.namespace(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = dict(data.validated_data)
-        signal = (
-            values.pop("signal_name"),
-            values.pop("signal_input"),
-            values.get("request_id", ""),
-        )
-        result = kernel.start_workflow_execution(ns, kernel.StartRequest(**values), signal=signal)
-        return Response({"run_id": result.run_id, "started": result.started})
-
-
 class WorkflowDetailApi(NamespaceApi):
     @endpoint(
         summary="Describe a workflow execution (latest run unless run_id is given)",
@@ -305,23 +225,6 @@ class WorkflowDetailApi(NamespaceApi):
     def get(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)
         return Response(selectors.execution_describe(selectors.execution_get(ns, workflow_id, run_id)))
-
-
-class SignalApi(NamespaceApi):
-    @extend_schema_serializer(component_name="SignalRequest")
-    class InputSerializer(serializers.Serializer[Any]):
-        signal_name = StrictCharField(max_length=1000)
-        input = serializers.ListField(required=False, default=list)
-        request_id = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
-        identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
-
-    @endpoint(summary="Send a signal to a running workflow", tag="client", request=InputSerializer)
-    def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
-        ns = self.namespace(request, namespace)
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        kernel.signal_workflow_execution(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
-        return Response({})
 
 
 @extend_schema_serializer(component_name="CancelRequest")
@@ -375,99 +278,6 @@ class QueryApi(NamespaceApi):
         data.is_valid(raise_exception=True)
         answer = query_workflow(ns, workflow_id=workflow_id, run_id=run_id, **data.validated_data)
         return Response({"answer": answer})
-
-
-@waiting_view
-class HistoryApi(NamespaceApi):
-    @extend_schema_serializer(component_name="HistoryParams")
-    class ParamsSerializer(serializers.Serializer[Any]):
-        after_event_id = serializers.IntegerField(required=False, default=0, min_value=0)
-        page_size = serializers.IntegerField(required=False, default=256, min_value=1, max_value=256)
-        wait_new_event = serializers.BooleanField(required=False, default=False)
-        timeout = serializers.FloatField(required=False, default=None, min_value=0)
-        history_event_filter_type = serializers.ChoiceField(
-            ["ALL_EVENT", "CLOSE_EVENT"],
-            required=False,
-            default="ALL_EVENT",
-            help_text="CLOSE_EVENT: only the run's close event; with wait_new_event, wait for it",
-        )
-        run_id = serializers.UUIDField(required=False, default=None, help_text="the run (default: latest)")
-
-    @endpoint(
-        summary="Page through a run's history, optionally long-polling for new events",
-        tag="client",
-        parameters=[ParamsSerializer],
-        response=schemas.HistoryPageSerializer,
-    )
-    def get(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
-        ns = self.namespace(request, namespace)
-        params = self.ParamsSerializer(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        p = params.validated_data
-        query_run_id = str(p["run_id"]) if p["run_id"] is not None else None
-        if run_id is not None and query_run_id is not None and query_run_id != run_id:
-            raise invalid("run_id in the query differs from the run in the path")
-        execution = selectors.execution_get(ns, workflow_id, run_id or query_run_id)
-        if p["history_event_filter_type"] == "CLOSE_EVENT":
-            return Response(_close_event_page(execution, p))
-        events, cursor = selectors.history_page(
-            execution, after_event_id=p["after_event_id"], page_size=p["page_size"]
-        )
-        if not events and p["wait_new_event"] and execution.is_running:
-
-            def new_events() -> bool:
-                nonlocal events, cursor
-                events, cursor = selectors.history_page(
-                    execution, after_event_id=p["after_event_id"], page_size=p["page_size"]
-                )
-                return bool(events)
-
-            deadline = time.monotonic() + _history_wait_limit(p)
-            while not events and (remaining := deadline - time.monotonic()) > 0:
-                _wait_for(str(execution.run_id), remaining, new_events)
-        execution.refresh_from_db()
-        return Response(
-            {
-                "events": events,
-                "next_after_event_id": cursor,
-                "status": execution.status,
-                "run_id": str(execution.run_id),
-                "new_run_id": str(execution.new_run_id) if execution.new_run_id else None,
-            }
-        )
-
-
-def _history_wait_limit(p: dict[str, Any]) -> float:
-    """How long a history long-poll may wait: the caller's timeout, capped by the server's."""
-    limit = engine_settings().history_wait_seconds
-    return float(min(p["timeout"] or limit, limit))
-
-
-def _close_event_page(execution: WorkflowExecution, p: dict[str, Any]) -> dict[str, Any]:
-    """The close event alone (none while running), waiting for it when asked.
-
-    One answer per run instead of one per appended event, and one wake-up too: the wait
-    listens for the run's close notification, not for each appended event.
-    """
-    if p["wait_new_event"] and execution.is_running:
-
-        def closed() -> bool:
-            execution.refresh_from_db()
-            return not execution.is_running
-
-        deadline = time.monotonic() + _history_wait_limit(p)
-        while execution.is_running and (remaining := deadline - time.monotonic()) > 0:
-            _wait_for(close_wakeup_key(execution.run_id), remaining, closed)
-    events: list[dict[str, Any]] = []
-    if not execution.is_running:
-        events, _ = selectors.history_page(execution, after_event_id=execution.next_event_id - 2, page_size=1)
-    return {
-        "events": events,
-        "next_after_event_id": None,
-        "status": execution.status,
-        "run_id": str(execution.run_id),
-        "new_run_id": str(execution.new_run_id) if execution.new_run_id else None,
-    }
 
 
 RESET_TYPES = ["FirstWorkflowTask", "LastWorkflowTask"]

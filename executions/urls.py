@@ -1,3 +1,6 @@
+"""The client API's URLs. Start, signal-with-start, signal and history are not here: the
+lean lane serves them in front of Django (:mod:`executions.lane`)."""
+
 from __future__ import annotations
 
 from django.urls import path
@@ -9,7 +12,6 @@ _r = _w + "/runs/<str:run_id>"
 urlpatterns = [
     path("workflows", api.WorkflowListApi.as_view(), name="workflows"),
     path("workflow-count", api.WorkflowCountApi.as_view()),
-    path("signal-with-start", api.SignalWithStartApi.as_view()),
     path("payloads/<str:digest>", api.PayloadApi.as_view()),
     path("schedules", schedule_api.ScheduleListApi.as_view()),
     path("schedules/<str:schedule_id>", schedule_api.ScheduleDetailApi.as_view()),
@@ -27,11 +29,9 @@ urlpatterns = [
 for prefix in (_w, _r):
     urlpatterns += [
         path(prefix, api.WorkflowDetailApi.as_view()),
-        path(prefix + "/signal", api.SignalApi.as_view()),
         path(prefix + "/query", api.QueryApi.as_view()),
         path(prefix + "/cancel", api.CancelApi.as_view()),
         path(prefix + "/terminate", api.TerminateApi.as_view()),
-        path(prefix + "/history", api.HistoryApi.as_view()),
         path(prefix + "/reset", api.ResetApi.as_view()),
         path(prefix + "/reset-preview", api.ResetPreviewApi.as_view()),
     ]

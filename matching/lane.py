@@ -6,7 +6,8 @@ negotiation, serializer validation and renderer, and through Django for URL reso
 and request and response objects it did not use. Here a call is: the key from the
 per-process cache, the tenancy gate, the body decoded and validated once by its struct
 (:mod:`matching.lane_bodies`), the kernel call with the URL's namespace and queue as the
-token's scope, and the answer encoded once. :mod:`matching.lane_asgi` serves it.
+token's scope, and the answer encoded once. :data:`ROUTE` is its place in the ASGI
+handler (:mod:`chronicle.lane_asgi`), which serves it in one trip to the API's pool.
 
 Everything a caller can observe is what the DRF views did: the URLs, the checks and
 their order (key, method, path, namespace and role, rate, body), the status codes, the
@@ -16,21 +17,18 @@ describes these endpoints from the same structs (:mod:`matching.lane_schema`).
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-import msgspec
-
-from chronicle.api import refuse_nul
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.lane import EMPTY, Call, Reply, decode_body, encode, require_method
+from chronicle.lane_asgi import Handler, Route, one_trip
 from history import kernel
 from history.kernel.tokens import TaskScope
 from matching import lane_bodies as bodies
 from namespaces.auth import access_namespace, api_key_from_header
-
-EMPTY = b"{}"
 
 
 @dataclass(frozen=True)
@@ -122,77 +120,24 @@ ENDPOINTS = [
 ]
 
 
-@dataclass(frozen=True)
-class Call:
-    """One request to the lane, as the ASGI handler read it."""
-
-    endpoint: Endpoint
-    method: str
-    authorization: str | None
-    namespace: str
-    task_queue: str
-    body: bytes
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A whole answer: status, JSON body and any extra headers."""
-
-    status: int
-    body: bytes
-    headers: tuple[tuple[bytes, bytes], ...] = ()
-
-
-def answer(call: Call) -> Reply:
-    """Answer one token call; every refusal is the ``{code, message, details}`` error."""
-    try:
-        return Reply(200, _respond(call))
-    except ChronicleError as error:
-        return error_reply(error)
-
-
-def _respond(call: Call) -> bytes:
+def answer(endpoint: Endpoint, call: Call) -> Reply:
     """The DRF views' order: the key (401), the method (405), the path (400), namespace and
     role (404/403), the rate (429), the body (413/400), then the kernel."""
     key = api_key_from_header(call.authorization)
-    if call.method != "POST":
-        raise MethodNotAllowed(call.method)
-    refuse_nul(call.namespace, "the path")
-    refuse_nul(call.task_queue, "the path")
-    ns = access_namespace(key, call.namespace, "worker")
-    endpoint = call.endpoint
-    body = bodies.decode_body(call.body, endpoint.body)
-    return endpoint.answer(endpoint.action(scope=TaskScope(ns.id, call.task_queue), **body.kernel_args()))
+    require_method(call, "POST")
+    call.refuse_nul_in_path()
+    ns = access_namespace(key, call.params["namespace"], "worker")
+    body = decode_body(call.body, endpoint.body)
+    scope = TaskScope(ns.id, call.params["task_queue"])
+    return Reply(200, endpoint.answer(endpoint.action(scope=scope, **body.kernel_args())))
 
 
-class MethodNotAllowed(ChronicleError):
-    """A verb other than POST: 405 with DRF's code and message."""
-
-    def __init__(self, method: str) -> None:
-        super().__init__(ErrorCode.INVALID_ARGUMENT, f'Method "{method}" not allowed.')
-
-    @property
-    def status(self) -> int:
-        return 405
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"code": "method_not_allowed", "message": self.message}
-
-
-def error_reply(error: ChronicleError) -> Reply:
-    """The error body and status, with Retry-After when the caller should wait."""
-    if error.retry_after is None:
-        return Reply(error.status, encode(error.as_dict()))
-    wait = str(max(1, int(error.retry_after + 0.999))).encode()
-    return Reply(error.status, encode(error.as_dict()), ((b"retry-after", wait),))
-
-
-_encoder = msgspec.json.Encoder()
-
-
-def encode(value: Any) -> bytes:
-    """JSON as DRF's renderer wrote it (compact, UTF-8)."""
-    try:
-        return _encoder.encode(value)
-    except (TypeError, OverflowError):  # an integer msgspec cannot hold: the stdlib can
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+_HANDLERS: dict[str, Handler] = {endpoint.path: one_trip(partial(answer, endpoint)) for endpoint in ENDPOINTS}
+ROUTE = Route(
+    # The URLs Django's resolver matched for these views: ``<str:...>`` is one path segment.
+    re.compile(
+        r"/api/v1/namespaces/(?P<namespace>[^/]+)/task-queues/(?P<task_queue>[^/]+)/"
+        r"(?P<endpoint>" + "|".join(re.escape(path) for path in _HANDLERS) + r")\Z"
+    ),
+    lambda match: _HANDLERS[match["endpoint"]],
+)

@@ -1,69 +1,59 @@
 """The request bodies of the worker's token calls, as typed structs decoded in one pass.
 
 Each struct is the single description of its body: the lane decodes and validates with
-it, the OpenAPI schema is generated from it, and when a body does not fit, the field
-errors are worked out from it too, in the words the DRF serializers these structs
-replaced used (``{"task_token": ["This field is required."]}``), so callers see the
-same 400s as before.
-
-The strict checks of :func:`chronicle.api.parse_json_body` hold: a body over the size
-limit is refused (413), as are malformed JSON, a NUL anywhere, nesting deeper than
-:data:`chronicle.api.MAX_JSON_DEPTH` and a body that is not an object (400). A body can
-only hold a NUL as the escape ``\\u0000`` and can only nest that deep with that many
-brackets, so the full walk runs only for bodies that show one of those; the others are
-decoded straight into their struct.
+it (:func:`chronicle.lane.decode_body`, with the strict parser's checks), the OpenAPI
+schema is generated from it, and when a body does not fit, the field errors are worked
+out from it too, in the words the DRF serializers these structs replaced used
+(``{"task_token": ["This field is required."]}``), so callers see the same 400s as before.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar
 
 import msgspec
-from django.conf import settings
 
-from chronicle.api import MAX_JSON_DEPTH, parse_json_body
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.lane import UNSET
+from chronicle.lane import Body as LaneBody
 from history.kernel.handoff import WorkflowTaskWanted
 from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp
-from matching.lane_errors import BLANK_ALLOWED, JSON_FIELDS, field_errors
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=8000, description="the task's token")]
 Identity = Annotated[str, msgspec.Meta(min_length=1, max_length=1000, description="the worker's identity")]
-UNSET: Any = msgspec.UNSET
 
 
-class Body(msgspec.Struct, kw_only=True):
-    """Base of every body: strings are trimmed and JSON fields refuse an explicit null,
-    as the DRF fields did (``CharField`` trims; ``JSONField`` refuses null)."""
+class Body(LaneBody, kw_only=True):
+    """Base of the worker's bodies: which fields hold any JSON and which text may be blank."""
 
-    def __post_init__(self) -> None:
-        for name in self.__struct_fields__:
-            value = getattr(self, name)
-            if isinstance(value, str):
-                trimmed = value.strip()
-                if trimmed != value:
-                    if not trimmed and name not in BLANK_ALLOWED:
-                        raise ValueError("This field may not be blank.")
-                    setattr(self, name, trimmed)
-            elif value is None and name in JSON_FIELDS:
-                raise ValueError("This field may not be null.")
-            elif value is UNSET:
-                setattr(self, name, None)
+    json_fields: ClassVar[frozenset[str]] = frozenset(
+        {"result", "last_heartbeat_details", "details", "answer"}
+    )
+    blank_allowed: ClassVar[frozenset[str]] = frozenset({"sticky_task_queue", "error_message"})
 
     def kernel_args(self) -> dict[str, Any]:
         """The fields as the kernel's keyword arguments."""
-        return {name: getattr(self, name) for name in self.__struct_fields__}
+        return self.fields()
 
 
 class WorkerVersion(msgspec.Struct, kw_only=True):
     """A worker's build: Temporal's ``WorkerVersionStamp`` / ``WorkerVersionCapabilities``."""
 
+    blank_allowed: ClassVar[frozenset[str]] = frozenset({"build_id"})
     build_id: Annotated[str, msgspec.Meta(max_length=MAX_BUILD_ID_LENGTH)] = ""
     use_versioning: bool = False
 
     def __post_init__(self) -> None:
         self.build_id = self.build_id.strip()
         WorkerVersionStamp.from_wire(self.stamp_fields())  # its ValueError is the field's error
+
+    @staticmethod
+    def cross_field_error(value: dict[str, Any]) -> str | None:
+        """The rule across the fields, in the field errors' words (``chronicle.lane_errors``)."""
+        try:
+            WorkerVersionStamp.from_wire(value)
+        except ValueError as exc:
+            return str(exc)
+        return None
 
     def stamp_fields(self) -> dict[str, Any]:
         return {"build_id": self.build_id, "use_versioning": self.use_versioning}
@@ -140,40 +130,3 @@ class QueryTaskAnswerRequest(Body, kw_only=True):
     task_token: Token
     answer: Any = UNSET
     error_message: Annotated[str, msgspec.Meta(max_length=100_000)] = ""
-
-
-B = TypeVar("B", bound=Body)
-_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
-
-
-def decode_body(raw: bytes, struct: type[B]) -> B:
-    """Decode and validate a request body into ``struct``, or raise the 4xx it earns."""
-    if len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-        raise ChronicleError(ErrorCode.PAYLOAD_TOO_LARGE, "request body too large")
-    if raw.strip() and not _may_need_the_walk(raw):
-        decoder = _DECODERS.get(struct)
-        if decoder is None:
-            decoder = _DECODERS[struct] = msgspec.json.Decoder(struct, strict=False)
-        try:
-            return decoder.decode(raw)  # type: ignore[no-any-return]
-        except msgspec.DecodeError:
-            pass  # malformed or invalid: the checked path below names the fault
-    return _decode_checked(raw, struct)
-
-
-def _may_need_the_walk(raw: bytes) -> bool:
-    """Whether ``raw`` could hold a NUL or nest deeper than the limit (false positives are
-    fine: they only take the checked path)."""
-    return b"\\u0000" in raw or raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
-
-
-def _decode_checked(raw: bytes, struct: type[B]) -> B:
-    """The checked path: the strict parser's answers first, then the struct's field errors."""
-    value = parse_json_body(raw)
-    try:
-        return msgspec.convert(value, struct, strict=False)
-    except msgspec.ValidationError:
-        fields = field_errors(struct, value)
-        raise ChronicleError(
-            ErrorCode.INVALID_ARGUMENT, "invalid request", details={"fields": fields}
-        ) from None

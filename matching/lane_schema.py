@@ -1,117 +1,94 @@
-"""The lane's endpoints in the OpenAPI schema: request bodies from the lane's own structs.
+"""The worker API's endpoints DRF cannot see, added to the OpenAPI schema.
 
-DRF no longer serves the token calls, so drf-spectacular cannot see them; this
-postprocessing hook adds them, as the async polls are added. Each request body is the
-JSON schema msgspec derives from the struct that decodes it (one description of each
-request), under the component names the DRF serializers had. The response bodies keep
-their serializers in :mod:`matching.schemas` (they only describe what the kernel builds)
-and are resolved here the way drf-spectacular resolves a view's.
+Two postprocessing hooks (settings name them by dotted path): the lane's token calls,
+described from the lane's own structs (:mod:`chronicle.lane_schema`) under the component
+names and operation ids the DRF views had, their responses keeping their serializers in
+:mod:`matching.schemas`; and the async long-polls, whose tasks are the ``WorkflowTask``
+and ``ActivityTask`` components the worker endpoints already declare, so both halves of
+the worker API agree.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-from drf_spectacular.openapi import AutoSchema
-from rest_framework.views import APIView
-
+from chronicle import lane_schema as described
 from chronicle.openapi import ERROR_STATUSES
 from matching import schemas
+from matching.api import ASYNC_ENDPOINTS
 from matching.lane import ENDPOINTS
 
 QUEUE_PATH = "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/"
-_REF = "#/components/schemas/{name}"
 _RESPONSES: dict[str, type[Any]] = {
     "WorkflowTaskCompleted": schemas.WorkflowTaskCompletedSerializer,
     "HeartbeatResponse": schemas.HeartbeatResponseSerializer,
     "ActivityTaskReported": schemas.ActivityTaskReportedSerializer,
 }
+POLL_REQUEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The body of a long-poll for a workflow or activity task.",
+    "properties": {
+        "identity": {"type": "string", "maxLength": 1000, "description": "the worker's identity"},
+        "timeout": {"type": "number", "description": "seconds to wait, capped by the server's poll timeout"},
+        "worker_version_capabilities": {
+            "type": "object",
+            "description": "the worker's build; with use_versioning it takes only tasks of runs pinned to it",
+            "properties": {
+                "build_id": {"type": "string", "maxLength": 255},
+                "use_versioning": {"type": "boolean", "default": False},
+            },
+        },
+    },
+}
 
 
 def add_lane_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
     """Add the token calls' operations and the components they name."""
-    components = result.setdefault("components", {}).setdefault("schemas", {})
-    for name, schema in _request_components().items():
-        components.setdefault(name, schema)
-    for name, schema in _response_components(generator).items():
-        components.setdefault(name, schema)
+    described.add_components(result, described.request_components(e.body for e in ENDPOINTS))
+    described.add_components(
+        result, described.response_components(generator, QUEUE_PATH, _RESPONSES.values())
+    )
     paths = result.setdefault("paths", {})
     for endpoint in ENDPOINTS:
-        paths.setdefault(QUEUE_PATH + endpoint.path, {})["post"] = _operation(endpoint)
+        tail = endpoint.path.replace("/", "_").replace("-", "_")
+        paths.setdefault(QUEUE_PATH + endpoint.path, {})["post"] = described.operation(
+            operation_id=f"v1_namespaces_task_queues_{tail}_create",
+            summary=endpoint.summary,
+            description="A token-based worker response: the key needs the worker role.",
+            tag="worker",
+            parameters=("namespace", "task_queue"),
+            request=endpoint.body.__name__,
+            responses={200: None if endpoint.response == "Empty" else endpoint.response},
+        )
     return result
 
 
-def _request_components() -> dict[str, Any]:
-    """The structs' JSON schemas, in OpenAPI 3.0's dialect (``nullable``, not a null type)."""
-    _, found = msgspec.json.schema_components([e.body for e in ENDPOINTS], ref_template=_REF)
-    return {name: _openapi_3_0(schema) for name, schema in found.items()}
-
-
-def _openapi_3_0(node: Any) -> Any:
-    """Rewrite ``anyOf: [X, {type: null}]`` as ``allOf: [X], nullable: true`` throughout."""
-    if isinstance(node, list):
-        return [_openapi_3_0(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    node = {key: _openapi_3_0(value) for key, value in node.items() if key != "title"}
-    if node.get("required") == []:  # 3.0 wants a non-empty list or none
-        del node["required"]
-    options = node.get("anyOf")
-    if isinstance(options, list) and {"type": "null"} in options:
-        rest = [option for option in options if option != {"type": "null"}]
-        del node["anyOf"]
-        node.update({"allOf": rest} if len(rest) == 1 and "$ref" in rest[0] else {"anyOf": rest})
-        node["nullable"] = True
-    return node
-
-
-def _response_components(generator: Any) -> dict[str, Any]:
-    """The response serializers' components (and those they nest), as drf-spectacular
-    builds a view's."""
-    auto = AutoSchema()
-    auto.registry = generator.registry
-    auto.method = "POST"
-    auto.path = QUEUE_PATH
-    view = APIView()  # a serializer's context is built from a view's request; there is none
-    view.request = None  # type: ignore[assignment]  # no request: none is needed
-    auto.view = view
-    for serializer in _RESPONSES.values():
-        auto.resolve_serializer(serializer, "response")
-    built: dict[str, Any] = generator.registry.build({}).get("schemas", {})
-    return built
-
-
-def _operation(endpoint: Any) -> dict[str, Any]:
-    success: dict[str, Any] = {"description": "No response body"}
-    if endpoint.response != "Empty":
-        success = {"description": "", "content": _json_ref(endpoint.response)}
-    tail = endpoint.path.replace("/", "_").replace("-", "_")
-    return {
-        "operationId": f"v1_namespaces_task_queues_{tail}_create",
-        "summary": endpoint.summary,
-        "description": "A token-based worker response: the key needs the worker role.",
-        "tags": ["worker"],
-        "security": [{"bearerAuth": []}],
-        "parameters": [_path_parameter("namespace"), _path_parameter("task_queue")],
-        "requestBody": {"content": _json_ref(endpoint.body.__name__), "required": True},
-        "responses": {
-            "200": success,
-            **{
-                str(status): {"description": description, "content": _json_ref("Error")}
-                for status, description in ERROR_STATUSES.items()
-            },
-        },
+def add_async_endpoints_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
+    """Add the async long-poll endpoints, which DRF cannot introspect, to the schema."""
+    components = result.setdefault("components", {}).setdefault("schemas", {})
+    components["PollRequest"] = POLL_REQUEST_SCHEMA
+    for needed in ("WorkflowTask", "ActivityTask", "Error"):
+        if needed not in components:
+            raise LookupError(f"the schema lacks the {needed!r} component the poll endpoints use")
+    errors = {
+        str(status): {"description": description, "content": described.json_ref("Error")}
+        for status, description in ERROR_STATUSES.items()
+        if status != 409
     }
-
-
-def _ref(component: str) -> dict[str, str]:
-    return {"$ref": _REF.format(name=component)}
-
-
-def _json_ref(component: str) -> dict[str, Any]:
-    return {"application/json": {"schema": _ref(component)}}
-
-
-def _path_parameter(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    paths = result.setdefault("paths", {})
+    for path, method, summary in ASYNC_ENDPOINTS:
+        task = "WorkflowTask" if "/workflow-tasks/" in path else "ActivityTask"
+        paths.setdefault(path, {})[method] = {
+            "operationId": summary.lower().replace(" ", "_"),
+            "summary": summary,
+            "tags": ["worker"],
+            "security": [{"bearerAuth": []}],
+            "parameters": [described.path_parameter("namespace"), described.path_parameter("task_queue")],
+            "requestBody": {"content": described.json_ref("PollRequest")},
+            "responses": {
+                "200": {"description": "a task", "content": described.json_ref(task)},
+                "204": {"description": "no task before the poll deadline"},
+                **errors,
+            },
+        }
+    return result

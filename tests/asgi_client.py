@@ -1,7 +1,7 @@
 """Drive the frontend's ASGI application in process, as a server would, without sockets.
 
-For tests of paths Django's test client cannot reach: the lean lane answers the worker's
-token calls in front of Django (``matching.lane_asgi``), on the API's thread pool, whose
+For tests of paths Django's test client cannot reach: the lean lane answers the hot calls
+in front of Django (``chronicle.lane_asgi``), on the API's thread pool, whose
 threads use their own database connections — so tests using this client need
 ``django_db(transaction=True)`` for their rows to be seen.
 """
@@ -30,18 +30,23 @@ class AsgiResponse:
 
 
 def asgi_request(
-    method: str, path: str, content: bytes | str = b"", *, authorization: str | None = None
+    method: str,
+    path: str,
+    content: bytes | str = b"",
+    *,
+    authorization: str | None = None,
+    query: str = "",
 ) -> AsgiResponse:
     """One request to ``chronicle.asgi.application``; ``path`` is the decoded path."""
     raw = content.encode() if isinstance(content, str) else content
-    return async_to_sync(_call)(method, path, raw, authorization)
+    return async_to_sync(_call)(method, path, raw, authorization, query)
 
 
 def asgi_post(path: str, body: dict[str, Any], *, authorization: str | None = None) -> AsgiResponse:
     return asgi_request("POST", path, json.dumps(body), authorization=authorization)
 
 
-async def _call(method: str, path: str, raw: bytes, authorization: str | None) -> AsgiResponse:
+async def _call(method: str, path: str, raw: bytes, authorization: str | None, query: str) -> AsgiResponse:
     from chronicle.asgi import application
 
     headers = [(b"host", b"testserver"), (b"content-type", b"application/json")]
@@ -56,7 +61,7 @@ async def _call(method: str, path: str, raw: bytes, authorization: str | None) -
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
-        "query_string": b"",
+        "query_string": query.encode(),
         "root_path": "",
         "headers": headers,
         "client": ("127.0.0.1", 50000),

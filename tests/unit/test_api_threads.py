@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,7 @@ from pathlib import Path
 import pytest
 from django.urls import Resolver404, get_resolver
 
-from chronicle.asgi import _takes_djangos_path
-from matching.lane_asgi import lane_call
+from chronicle.asgi import LANE_ROUTES, _takes_djangos_path
 
 API = "/api/v1/namespaces/shop"
 RUN = API + "/workflows/order-1/runs/8c1d52a4-2b3e-4a55-9a0b-3c3f1e7f0c11"
@@ -22,8 +22,6 @@ RUN = API + "/workflows/order-1/runs/8c1d52a4-2b3e-4a55-9a0b-3c3f1e7f0c11"
     [
         API + "/task-queues/orders/workflow-tasks/poll",  # async long-polls
         API + "/task-queues/orders/activity-tasks/poll",
-        API + "/workflows/order-1/history",  # waits on its thread for new events or the close
-        RUN + "/history",
         API + "/workflows/order-1/query",  # waits on its thread for the worker's answer
     ],
 )
@@ -34,9 +32,8 @@ def test_polls_and_waiting_views_get_a_thread_of_their_own(path: str) -> None:
 @pytest.mark.parametrize(
     "path",
     [
-        API + "/workflows",  # start
+        API + "/workflows",  # the list
         API + "/task-queues/orders/build-ids",
-        API + "/workflows/order-1/signal",
         API + "/no-such-endpoint",  # answered 404 from the pool
     ],
 )
@@ -58,11 +55,49 @@ def test_views_that_answer_at_once_share_the_pool(path: str) -> None:
 )
 def test_token_calls_take_the_lean_lane_and_django_serves_no_twin(tail: str) -> None:
     path = API + "/task-queues/orders/" + tail
-    match = lane_call(path)
+    match = lane_call("POST", path)
     assert match is not None and match["namespace"] == "shop" and match["task_queue"] == "orders"
     with pytest.raises(Resolver404):
         get_resolver().resolve(path)
-    assert lane_call(path + "/x") is None and lane_call(API + "/task-queues/a/b/" + tail) is None
+    assert lane_call("POST", path + "/x") is None
+    assert lane_call("POST", API + "/task-queues/a/b/" + tail) is None
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "params"),
+    [
+        ("POST", API + "/workflows", {"namespace": "shop"}),
+        ("POST", API + "/signal-with-start", {"namespace": "shop"}),
+        ("GET", API + "/signal-with-start", {"namespace": "shop"}),  # refused by the lane: 405
+        ("POST", API + "/workflows/order-1/signal", {"workflow_id": "order-1"}),
+        ("POST", RUN + "/signal", {"run_id": RUN.rsplit("/", 1)[1]}),
+        ("GET", API + "/workflows/order-1/history", {"workflow_id": "order-1"}),
+        ("GET", RUN + "/history", {"workflow_id": "order-1"}),
+    ],
+)
+def test_the_clients_hot_calls_take_the_lean_lane_and_django_serves_no_twin(
+    method: str, path: str, params: dict[str, str]
+) -> None:
+    match = lane_call(method, path)
+    assert match is not None and params.items() <= match.groupdict().items()
+    if path != API + "/workflows":
+        with pytest.raises(Resolver404):
+            get_resolver().resolve(path)
+    assert lane_call(method, path + "/x") is None
+
+
+def test_the_workflow_list_stays_a_django_view() -> None:
+    assert lane_call("GET", API + "/workflows") is None
+    get_resolver().resolve(API + "/workflows")
+
+
+def lane_call(method: str, path: str) -> re.Match[str] | None:
+    """The lane's match for a request, or None when Django serves it."""
+    for route in LANE_ROUTES:
+        match = route.match(method, path)
+        if match is not None:
+            return match
+    return None
 
 
 def test_the_asgi_module_loads_as_gunicorn_loads_it_with_no_settings_variable() -> None:

@@ -1,0 +1,190 @@
+"""The client's hot calls on the lean lane: start, signal-with-start, signal, history.
+
+A workflow's client makes these calls for every run (start, often eager; signals; the
+result wait, a history long-poll for the close event), so they leave DRF as the worker's
+token calls did (:mod:`matching.lane`): the key from the per-process cache, the tenancy
+gate with the client role, the body decoded and validated once by its struct
+(:mod:`executions.lane_bodies`), the kernel call, and the answer encoded once. The same
+URLs, JSON, status codes, error bodies and order of checks as the DRF views they replace
+(key 401, method 405, NUL in the path 400, namespace and role 404/403, rate 429, body or
+query 413/400); Django's URLconf no longer lists these calls.
+
+The history long-poll waits for a notification on the event loop, between trips to the
+API's pool for its reads: a waiting client holds neither a thread nor a connection.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from chronicle.conf import engine_settings
+from chronicle.db import listen_conninfo
+from chronicle.errors import ChronicleError, ErrorCode, invalid
+from chronicle.lane import EMPTY, Call, Reply, decode_body, encode, require_method
+from chronicle.lane_asgi import Handler, Route, Trips, one_trip
+from executions import selectors
+from executions.lane_bodies import (
+    HistoryParams,
+    SignalRequest,
+    SignalWithStartRequest,
+    StartWorkflowRequest,
+    history_params,
+)
+from history import kernel
+from history.kernel._mutation import close_wakeup_key
+from history.models import WorkflowExecution
+from matching.longpoll import hub
+from namespaces.auth import access_namespace, api_key_from_header
+from namespaces.models import ApiKey, Namespace
+
+NS = r"/api/v1/namespaces/(?P<namespace>[^/]+)/"
+RUN = NS + r"workflows/(?P<workflow_id>[^/]+)(?:/runs/(?P<run_id>[^/]+))?/"
+
+
+def _gate(call: Call, *methods: str) -> tuple[ApiKey, Namespace]:
+    """The DRF views' first checks, in their order: key, method, path, namespace and role."""
+    key = api_key_from_header(call.authorization)
+    require_method(call, *methods)
+    call.refuse_nul_in_path()
+    return key, access_namespace(key, call.params["namespace"], "client")
+
+
+def start(call: Call) -> Reply:
+    """Start a run; with ``request_eager_execution`` (a key with the worker role too) the
+    answer carries the run's first workflow task."""
+    key, ns = _gate(call, "POST")
+    body = decode_body(call.body, StartWorkflowRequest)
+    if body.request_eager_execution and "worker" not in key.roles:
+        raise ChronicleError(ErrorCode.PERMISSION_DENIED, "eager start needs the 'worker' role")
+    result = kernel.start_workflow_execution(ns, kernel.StartRequest(**body.fields()))
+    answer: dict[str, Any] = {"run_id": result.run_id, "started": result.started}
+    if result.eager_workflow_task is not None:
+        answer["eager_workflow_task"] = result.eager_workflow_task
+    return Reply(201 if result.started else 200, encode(answer))
+
+
+def signal_with_start(call: Call) -> Reply:
+    _, ns = _gate(call, "POST")
+    values = decode_body(call.body, SignalWithStartRequest).fields()
+    signal = (values.pop("signal_name"), values.pop("signal_input"), values.get("request_id", ""))
+    result = kernel.start_workflow_execution(ns, kernel.StartRequest(**values), signal=signal)
+    return Reply(200, encode({"run_id": result.run_id, "started": result.started}))
+
+
+def signal(call: Call) -> Reply:
+    _, ns = _gate(call, "POST")
+    body = decode_body(call.body, SignalRequest)
+    kernel.signal_workflow_execution(
+        ns, workflow_id=call.params["workflow_id"], run_id=call.params.get("run_id"), **body.fields()
+    )
+    return Reply(200, EMPTY)
+
+
+@dataclass
+class HistoryRead:
+    """One history read: the run, what was asked, and what has been read so far.
+
+    Its methods run on the pool; between them, a long-poll waits on the event loop.
+    """
+
+    execution: WorkflowExecution
+    params: HistoryParams
+    events: list[dict[str, Any]]
+    cursor: int | None = None
+    conninfo: str = ""  # the LISTEN connection's, read on the pool when the read may wait
+
+    @property
+    def close_only(self) -> bool:
+        return self.params.history_event_filter_type == "CLOSE_EVENT"
+
+    def wakeup_key(self) -> str:
+        """A close-only read waits for the run's close notification, not each new event's."""
+        run_id = self.execution.run_id
+        return close_wakeup_key(run_id) if self.close_only else str(run_id)
+
+    def look(self) -> bool:
+        """Read again what the read waits for; True once it is there."""
+        if self.close_only:
+            self.execution.refresh_from_db()
+            return not self.execution.is_running
+        self.events, self.cursor = selectors.history_page(
+            self.execution, after_event_id=self.params.after_event_id, page_size=self.params.page_size
+        )
+        return bool(self.events)
+
+    def ready(self) -> bool:
+        return not self.execution.is_running if self.close_only else bool(self.events)
+
+    def page(self) -> Reply:
+        """The answer: the close event alone (none while running) or the page read."""
+        execution = self.execution
+        if self.close_only:
+            events: list[dict[str, Any]] = []
+            if not execution.is_running:
+                after = execution.next_event_id - 2
+                events, _ = selectors.history_page(execution, after_event_id=after, page_size=1)
+            cursor = None
+        else:
+            execution.refresh_from_db()
+            events, cursor = self.events, self.cursor
+        return Reply(
+            200,
+            encode(
+                {
+                    "events": events,
+                    "next_after_event_id": cursor,
+                    "status": execution.status,
+                    "run_id": str(execution.run_id),
+                    "new_run_id": str(execution.new_run_id) if execution.new_run_id else None,
+                }
+            ),
+        )
+
+
+def _read_history(call: Call) -> HistoryRead:
+    """The gate, the query, the run and the first read (none for a close-only read)."""
+    _, ns = _gate(call, "GET", "HEAD")
+    params = history_params(call.query)
+    path_run_id = call.params.get("run_id")
+    query_run_id = str(params.run_id) if params.run_id is not None else None
+    if path_run_id is not None and query_run_id is not None and query_run_id != path_run_id:
+        raise invalid("run_id in the query differs from the run in the path")
+    execution = selectors.execution_get(ns, call.params["workflow_id"], path_run_id or query_run_id)
+    read = HistoryRead(execution, params, [], conninfo=listen_conninfo() if params.wait_new_event else "")
+    if not read.close_only:
+        read.look()
+    return read
+
+
+async def history(call: Call, trips: Trips) -> Reply:
+    """Page through a run's history; with ``wait_new_event``, wait for new events (or, for
+    ``CLOSE_EVENT``, for the close) up to the caller's timeout capped by the server's."""
+    read = await trips.run(_read_history, call)
+    if read.params.wait_new_event and read.execution.is_running and not read.ready():
+        hub.ensure_listening(read.conninfo)
+        limit = engine_settings().history_wait_seconds
+        deadline = time.monotonic() + float(min(read.params.timeout or limit, limit))
+        recheck = engine_settings().safety_recheck_seconds
+        while not read.ready() and (remaining := deadline - time.monotonic()) > 0:
+            # The look runs after the wait is registered: a notification sent while it
+            # reads is not missed.
+            await hub.wait(read.wakeup_key(), min(remaining, recheck), ready=partial(trips.run, read.look))
+    return await trips.run(read.page)
+
+
+def _always(handler: Handler) -> Callable[[re.Match[str]], Handler]:
+    return lambda match: handler
+
+
+_RUN_CALLS: dict[str, Handler] = {"signal": one_trip(signal), "history": history}
+ROUTES = [
+    # POST only: the list (GET) of the same URL stays a DRF view.
+    Route(re.compile(NS + r"workflows\Z"), _always(one_trip(start)), methods=frozenset({"POST"})),
+    Route(re.compile(NS + r"signal-with-start\Z"), _always(one_trip(signal_with_start))),
+    Route(re.compile(RUN + r"(?P<call>signal|history)\Z"), lambda match: _RUN_CALLS[match["call"]]),
+]
