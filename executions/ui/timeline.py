@@ -26,6 +26,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from history.models import HistoryEvent, WorkflowExecution, time_from_epoch
+from history.vocabulary import CLOSE_EVENTS
 
 # Outcomes double as CSS class suffixes (``tl-completed`` ...) and as the words the
 # accessible names use, so colour is never the only signal.
@@ -53,7 +54,6 @@ CLOSE_OUTCOMES = {
     "Terminated": TERMINATED,
     "ContinuedAsNew": COMPLETED,
 }
-RUN_CLOSE_EVENTS = {f"WorkflowExecution{suffix}" for suffix in CLOSE_OUTCOMES}
 # A bar never gets narrower than this share of the track, so an instant stays visible.
 MIN_WIDTH_PERCENT = 0.4
 # Lanes for activities, timers and children drawn at most; see _worth_drawing.
@@ -232,7 +232,7 @@ class _Builder:
         handler = HANDLERS.get(kind)
         if handler is not None:
             handler(self, e)
-        elif kind in RUN_CLOSE_EVENTS and self.run is not None:
+        elif kind in CLOSE_EVENTS and self.run is not None:
             self._close(self.run, e, CLOSE_OUTCOMES[kind.removeprefix("WorkflowExecution")])
 
     # -- helpers ----------------------------------------------------------------------

@@ -37,6 +37,7 @@ from history.models import (
     WorkflowExecution,
     WorkflowQuery,
 )
+from history.vocabulary import EventType
 from namespaces.models import Namespace
 
 log = logging.getLogger("chronicle.kernel")
@@ -47,17 +48,6 @@ TIMERS_CHANNEL = "chronicle_timers_v1"
 # The search attribute naming the schedule that started a run (Temporal's TemporalScheduledById).
 SCHEDULED_BY_ID = "ChronicleScheduledById"
 PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
-
-CLOSE_EVENTS = frozenset(
-    {
-        "WorkflowExecutionCompleted",
-        "WorkflowExecutionFailed",
-        "WorkflowExecutionTimedOut",
-        "WorkflowExecutionCanceled",
-        "WorkflowExecutionTerminated",
-        "WorkflowExecutionContinuedAsNew",
-    }
-)
 
 
 def shard_for(namespace_id: uuid.UUID, workflow_id: str) -> int:
@@ -219,7 +209,7 @@ class ExecutionMutation:
         for item in buffered:
             attrs = _resolve_previous(item["attributes"], self.execution.next_event_id - 1)
             event_id = self.append(item["event_type"], attrs)
-            if item["event_type"] == "ChildWorkflowExecutionStarted":
+            if item["event_type"] == EventType.CHILD_WORKFLOW_EXECUTION_STARTED:
                 # The child's close event refers back to this id, known only now.
                 PendingChildExecution.objects.filter(
                     run=self.execution, initiated_event_id=attrs["initiated_event_id"]
@@ -246,7 +236,7 @@ class ExecutionMutation:
         ex.wft_task_queue = queue
         if attempt == 1:
             ex.wft_scheduled_event_id = self.append(
-                "WorkflowTaskScheduled",
+                EventType.WORKFLOW_TASK_SCHEDULED,
                 {
                     "task_queue": {
                         "name": queue,
@@ -309,7 +299,7 @@ class ExecutionMutation:
             }
             if worker_version is not None:
                 attributes["worker_version"] = worker_version.as_dict()
-            ex.wft_started_event_id = self.append("WorkflowTaskStarted", attributes)
+            ex.wft_started_event_id = self.append(EventType.WORKFLOW_TASK_STARTED, attributes)
         else:
             ex.wft_started_event_id = ex.wft_scheduled_event_id + 1
         self.add_timer(
@@ -461,7 +451,7 @@ class ExecutionMutation:
             return
         self.close(
             ExecutionStatus.TERMINATED,
-            "WorkflowExecutionTerminated",
+            EventType.WORKFLOW_EXECUTION_TERMINATED,
             {"reason": reason, "identity": "history-service", "details": None},
         )
 

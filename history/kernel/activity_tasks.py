@@ -19,6 +19,7 @@ from history.kernel.handoff import WorkflowTaskWanted
 from history.kernel.responses import WorkflowTaskResponse
 from history.kernel.retry import decide_retry, normalize_activity_timeouts
 from history.models import ActivityState, PendingActivity, TaskKind, TimerKind, WorkflowExecution
+from history.vocabulary import EventType
 
 
 def schedule_activity_txn(
@@ -46,7 +47,7 @@ def schedule_activity_txn(
         run_timeout=m.execution.run_timeout,
     )
     scheduled = m.append(
-        "ActivityTaskScheduled",
+        EventType.ACTIVITY_TASK_SCHEDULED,
         {
             "activity_id": activity_id,
             "activity_type": {"name": activity_type},
@@ -249,7 +250,7 @@ def _close_activity(
     """Write the late ActivityTaskStarted and the close event; wake the workflow."""
     if activity.state == ActivityState.STARTED:
         m.add_outside_event(
-            "ActivityTaskStarted",
+            EventType.ACTIVITY_TASK_STARTED,
             {
                 "scheduled_event_id": activity.scheduled_event_id,
                 "identity": activity.started_identity,
@@ -302,7 +303,7 @@ def respond_activity_task_completed(
             _close_activity(
                 m,
                 activity,
-                "ActivityTaskFailed",
+                EventType.ACTIVITY_TASK_FAILED,
                 {
                     "failure": failure,
                     "identity": identity,
@@ -310,7 +311,9 @@ def respond_activity_task_completed(
                 },
             )
         else:
-            _close_activity(m, activity, "ActivityTaskCompleted", {"result": result, "identity": identity})
+            _close_activity(
+                m, activity, EventType.ACTIVITY_TASK_COMPLETED, {"result": result, "identity": identity}
+            )
         handed = _finish(m, wanted)
     crash_point("after_commit_before_reply")
     return handed
@@ -357,14 +360,14 @@ def _fail_attempt(
         _close_activity(
             m,
             activity,
-            "ActivityTaskTimedOut",
+            EventType.ACTIVITY_TASK_TIMED_OUT,
             {"failure": failure, "retry_state": decision.retry_state},
         )
     else:
         _close_activity(
             m,
             activity,
-            "ActivityTaskFailed",
+            EventType.ACTIVITY_TASK_FAILED,
             {"failure": failure, "identity": identity, "retry_state": decision.retry_state},
         )
 
@@ -411,7 +414,7 @@ def respond_activity_task_canceled(
         _close_activity(
             m,
             activity,
-            "ActivityTaskCanceled",
+            EventType.ACTIVITY_TASK_CANCELED,
             {
                 "details": details,
                 "identity": identity,
@@ -436,7 +439,7 @@ def record_activity_task_heartbeat(*, scope: tokens.TaskScope, task_token: str, 
 def cancel_activity_txn(m: ExecutionMutation, activity: PendingActivity, *, completed_event_id: int) -> None:
     """RequestCancelActivityTask: an unstarted activity is canceled in the same completion."""
     requested = m.append(
-        "ActivityTaskCancelRequested",
+        EventType.ACTIVITY_TASK_CANCEL_REQUESTED,
         {
             "scheduled_event_id": activity.scheduled_event_id,
             "workflow_task_completed_event_id": completed_event_id,
@@ -444,7 +447,7 @@ def cancel_activity_txn(m: ExecutionMutation, activity: PendingActivity, *, comp
     )
     if activity.state == ActivityState.SCHEDULED:
         m.append(
-            "ActivityTaskCanceled",
+            EventType.ACTIVITY_TASK_CANCELED,
             {
                 "scheduled_event_id": activity.scheduled_event_id,
                 "started_event_id": 0,
@@ -475,7 +478,7 @@ def time_out_activity_txn(m: ExecutionMutation, activity: PendingActivity, timeo
         _close_activity(
             m,
             activity,
-            "ActivityTaskTimedOut",
+            EventType.ACTIVITY_TASK_TIMED_OUT,
             {
                 "failure": failure,
                 "retry_state": "RETRY_STATE_NON_RETRYABLE_FAILURE"

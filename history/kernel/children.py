@@ -21,6 +21,7 @@ from history.models import (
     PendingExternalRequest,
     TimerKind,
 )
+from history.vocabulary import EventType
 
 if TYPE_CHECKING:
     from history.kernel._mutation import ExecutionMutation
@@ -92,7 +93,7 @@ def start_child_workflow(m: ExecutionMutation, a: dict[str, Any], wtc: int) -> N
         "memo": a.get("memo") or {},
         "search_attributes": a.get("search_attributes") or {},
     }
-    initiated = m.append("StartChildWorkflowExecutionInitiated", attributes)
+    initiated = m.append(EventType.START_CHILD_WORKFLOW_EXECUTION_INITIATED, attributes)
     PendingChildExecution.objects.create(
         run=m.execution,
         shard_id=m.execution.shard_id,
@@ -130,7 +131,7 @@ def signal_external_workflow(m: ExecutionMutation, a: dict[str, Any], wtc: int) 
     _check_external_limit(m, "PENDING_SIGNALS_LIMIT_EXCEEDED")
     child_only = bool(a.get("child_workflow_only"))
     initiated = m.append(
-        "SignalExternalWorkflowExecutionInitiated",
+        EventType.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
         {
             "namespace": m.namespace.name,
             "workflow_execution": {"workflow_id": workflow_id, "run_id": run_id},
@@ -164,7 +165,7 @@ def cancel_external_workflow(m: ExecutionMutation, a: dict[str, Any], wtc: int) 
     child_only = bool(a.get("child_workflow_only"))
     reason = a.get("reason") or ""
     initiated = m.append(
-        "RequestCancelExternalWorkflowExecutionInitiated",
+        EventType.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,
         {
             "namespace": m.namespace.name,
             "workflow_execution": {"workflow_id": workflow_id, "run_id": run_id},

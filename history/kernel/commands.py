@@ -23,6 +23,7 @@ from history.kernel.command_checks import require_seconds as _seconds
 from history.kernel.executions import complete_workflow_txn, continue_as_new_txn, fail_workflow_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
+from history.vocabulary import CLOSE_COMMANDS, CommandType, EventType
 from namespaces.search_attributes import (
     BadSearchAttributes,
     merge_search_attributes,
@@ -130,7 +131,7 @@ def _start_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: st
     if TimerTask.objects.filter(run=m.execution, kind=TimerKind.USER_TIMER, timer_id=timer_id).exists():
         raise CommandRejected("START_TIMER_DUPLICATE_ID", f"timer_id {timer_id!r} is running")
     started = m.append(
-        "TimerStarted",
+        EventType.TIMER_STARTED,
         {
             "timer_id": timer_id,
             "start_to_fire_timeout": delay,
@@ -155,7 +156,8 @@ def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: s
         # Fired while this task ran: its TimerFired is still buffered; drop it.
         def is_fired(event: dict[str, Any]) -> bool:
             return bool(
-                event["event_type"] == "TimerFired" and event["attributes"].get("timer_id") == timer_id
+                event["event_type"] == EventType.TIMER_FIRED
+                and event["attributes"].get("timer_id") == timer_id
             )
 
         fired = [e for e in m.execution.buffered_events if is_fired(e)]
@@ -164,7 +166,7 @@ def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: s
         started_id = fired[0]["attributes"].get("started_event_id")
         m.drop_buffered(is_fired)
     m.append(
-        "TimerCanceled",
+        EventType.TIMER_CANCELED,
         {
             "timer_id": timer_id,
             "started_event_id": started_id,
@@ -177,7 +179,7 @@ def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: s
 def _record_marker(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     name = _name(a, "marker_name", "BAD_RECORD_MARKER_ATTRIBUTES")
     m.append(
-        "MarkerRecorded",
+        EventType.MARKER_RECORDED,
         {
             "marker_name": name,
             "details": a.get("details") or {},
@@ -230,7 +232,7 @@ def _fail(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> N
 def _cancel(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     m.close(
         ExecutionStatus.CANCELED,
-        "WorkflowExecutionCanceled",
+        EventType.WORKFLOW_EXECUTION_CANCELED,
         {"details": a.get("details"), "workflow_task_completed_event_id": wtc},
     )
 
@@ -277,25 +279,17 @@ def _check_continue_as_new(a: dict[str, Any]) -> None:
 
 Handler = Callable[[ExecutionMutation, dict[str, Any], int, str], dict[str, Any] | None]
 HANDLERS: dict[str, Handler] = {
-    "ScheduleActivityTask": _schedule_activity,
-    "RequestCancelActivityTask": _request_cancel_activity,
-    "StartTimer": _start_timer,
-    "CancelTimer": _cancel_timer,
-    "RecordMarker": _record_marker,
+    CommandType.SCHEDULE_ACTIVITY_TASK: _schedule_activity,
+    CommandType.REQUEST_CANCEL_ACTIVITY_TASK: _request_cancel_activity,
+    CommandType.START_TIMER: _start_timer,
+    CommandType.CANCEL_TIMER: _cancel_timer,
+    CommandType.RECORD_MARKER: _record_marker,
     "UpsertWorkflowSearchAttributes": _upsert_search_attributes,
-    "CompleteWorkflowExecution": _complete,
-    "FailWorkflowExecution": _fail,
-    "CancelWorkflowExecution": _cancel,
-    "ContinueAsNewWorkflowExecution": _continue_as_new,
-    "StartChildWorkflowExecution": _start_child,
-    "SignalExternalWorkflowExecution": _signal_external,
-    "RequestCancelExternalWorkflowExecution": _cancel_external,
+    CommandType.COMPLETE_WORKFLOW_EXECUTION: _complete,
+    CommandType.FAIL_WORKFLOW_EXECUTION: _fail,
+    CommandType.CANCEL_WORKFLOW_EXECUTION: _cancel,
+    CommandType.CONTINUE_AS_NEW_WORKFLOW_EXECUTION: _continue_as_new,
+    CommandType.START_CHILD_WORKFLOW_EXECUTION: _start_child,
+    CommandType.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION: _signal_external,
+    CommandType.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION: _cancel_external,
 }
-CLOSE_COMMANDS = frozenset(
-    {
-        "CompleteWorkflowExecution",
-        "FailWorkflowExecution",
-        "CancelWorkflowExecution",
-        "ContinueAsNewWorkflowExecution",
-    }
-)

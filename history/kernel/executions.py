@@ -26,6 +26,7 @@ from history.models import (
     WorkflowExecution,
     WorkflowQuery,
 )
+from history.vocabulary import EventType
 from namespaces.models import Namespace
 from namespaces.search_attributes import (
     BadSearchAttributes,
@@ -101,7 +102,7 @@ def terminate_txn(mutation: ExecutionMutation, reason: str, details: Any, identi
     """Close a locked, running run as terminated."""
     mutation.close(
         ExecutionStatus.TERMINATED,
-        "WorkflowExecutionTerminated",
+        EventType.WORKFLOW_EXECUTION_TERMINATED,
         {"reason": reason, "details": details, "identity": identity},
     )
     release_buffered_queries_txn(mutation)
@@ -174,7 +175,7 @@ def _create_run(
     mutation = ExecutionMutation(execution, namespace)
     mutation.now = now
     mutation.append(
-        "WorkflowExecutionStarted",
+        EventType.WORKFLOW_EXECUTION_STARTED,
         {
             "workflow_type": {"name": req.workflow_type},
             "task_queue": {"name": req.task_queue},
@@ -202,7 +203,7 @@ def _create_run(
     if signal is not None:
         name, signal_input, signal_request = signal
         mutation.append(
-            "WorkflowExecutionSignaled",
+            EventType.WORKFLOW_EXECUTION_SIGNALED,
             {
                 "signal_name": name,
                 "input": signal_input,
@@ -434,7 +435,7 @@ def _apply_signal(
         )
     ex.signal_count += 1
     mutation.add_outside_event(
-        "WorkflowExecutionSignaled",
+        EventType.WORKFLOW_EXECUTION_SIGNALED,
         {
             "signal_name": name,
             "input": signal_input,
@@ -498,7 +499,8 @@ def request_cancel_txn(
         return
     execution.cancel_requested = True
     mutation.add_outside_event(
-        "WorkflowExecutionCancelRequested", {"cause": reason, "identity": identity, **(external or {})}
+        EventType.WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+        {"cause": reason, "identity": identity, **(external or {})},
     )
 
 
@@ -575,7 +577,7 @@ def continue_as_new_txn(
     )
     mutation.close(
         ExecutionStatus.CONTINUED_AS_NEW,
-        "WorkflowExecutionContinuedAsNew",
+        EventType.WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
         {
             "new_execution_run_id": str(new.run_id),
             "workflow_type": {"name": req.workflow_type},
@@ -614,7 +616,7 @@ def complete_workflow_txn(mutation: ExecutionMutation, result: Any, *, completed
     new_run_id = _next_cron_run(mutation, result=result, failure=None)
     mutation.close(
         ExecutionStatus.COMPLETED,
-        "WorkflowExecutionCompleted",
+        EventType.WORKFLOW_EXECUTION_COMPLETED,
         {
             "result": result,
             "new_execution_run_id": new_run_id,
@@ -637,7 +639,7 @@ def fail_workflow_txn(
         new_run_id = _next_cron_run(mutation, result=None, failure=failure)
     mutation.close(
         ExecutionStatus.FAILED,
-        "WorkflowExecutionFailed",
+        EventType.WORKFLOW_EXECUTION_FAILED,
         {
             "failure": failure,
             "retry_state": retry_state,
@@ -660,7 +662,7 @@ def time_out_workflow_txn(mutation: ExecutionMutation, *, run_timeout: bool) -> 
             new_run_id = _next_cron_run(mutation, result=None, failure=failure)
     mutation.close(
         ExecutionStatus.TIMED_OUT,
-        "WorkflowExecutionTimedOut",
+        EventType.WORKFLOW_EXECUTION_TIMED_OUT,
         {"retry_state": retry_state, "new_execution_run_id": new_run_id},
     )
     release_buffered_queries_txn(mutation)

@@ -47,56 +47,67 @@ from history.models import (
     WorkflowExecution,
     time_from_epoch,
 )
+from history.vocabulary import EventType
 from namespaces.models import Namespace
 from namespaces.search_attributes import merge_search_attributes
 
 RESET_CAUSE = "WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW"
 RESETTER_IDENTITY = "history-resetter"
 FINISH_EVENTS = frozenset(
-    {"WorkflowTaskCompleted", "WorkflowTaskFailed", "WorkflowTaskTimedOut", "WorkflowTaskStarted"}
+    {
+        EventType.WORKFLOW_TASK_COMPLETED,
+        EventType.WORKFLOW_TASK_FAILED,
+        EventType.WORKFLOW_TASK_TIMED_OUT,
+        EventType.WORKFLOW_TASK_STARTED,
+    }
 )
 ACTIVITY_CLOSE_EVENTS = frozenset(
-    {"ActivityTaskCompleted", "ActivityTaskFailed", "ActivityTaskTimedOut", "ActivityTaskCanceled"}
+    {
+        EventType.ACTIVITY_TASK_COMPLETED,
+        EventType.ACTIVITY_TASK_FAILED,
+        EventType.ACTIVITY_TASK_TIMED_OUT,
+        EventType.ACTIVITY_TASK_CANCELED,
+    }
 )
 CHILD_END_EVENTS = frozenset(
     {
-        "StartChildWorkflowExecutionFailed",
-        "ChildWorkflowExecutionCompleted",
-        "ChildWorkflowExecutionFailed",
-        "ChildWorkflowExecutionCanceled",
-        "ChildWorkflowExecutionTimedOut",
-        "ChildWorkflowExecutionTerminated",
+        EventType.START_CHILD_WORKFLOW_EXECUTION_FAILED,
+        EventType.CHILD_WORKFLOW_EXECUTION_COMPLETED,
+        EventType.CHILD_WORKFLOW_EXECUTION_FAILED,
+        EventType.CHILD_WORKFLOW_EXECUTION_CANCELED,
+        EventType.CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
+        EventType.CHILD_WORKFLOW_EXECUTION_TERMINATED,
     }
 )
-EXTERNAL_INITIATED_EVENTS = {
-    "SignalExternalWorkflowExecutionInitiated": ExternalRequestKind.SIGNAL,
-    "RequestCancelExternalWorkflowExecutionInitiated": ExternalRequestKind.CANCEL,
+EXTERNAL_INITIATED_EVENTS: dict[str, ExternalRequestKind] = {
+    EventType.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: ExternalRequestKind.SIGNAL,
+    EventType.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: ExternalRequestKind.CANCEL,
 }
 EXTERNAL_END_EVENTS = frozenset(
     {
-        "ExternalWorkflowExecutionSignaled",
-        "SignalExternalWorkflowExecutionFailed",
-        "ExternalWorkflowExecutionCancelRequested",
-        "RequestCancelExternalWorkflowExecutionFailed",
+        EventType.EXTERNAL_WORKFLOW_EXECUTION_SIGNALED,
+        EventType.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED,
+        EventType.EXTERNAL_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+        EventType.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED,
     }
 )
 FAILURE_EVENTS = frozenset(
     {
-        "WorkflowTaskFailed",
-        "WorkflowTaskTimedOut",
-        "ActivityTaskFailed",
-        "ActivityTaskTimedOut",
-        "StartChildWorkflowExecutionFailed",
-        "ChildWorkflowExecutionFailed",
-        "ChildWorkflowExecutionTimedOut",
-        "WorkflowExecutionFailed",
-        "WorkflowExecutionTimedOut",
+        EventType.WORKFLOW_TASK_FAILED,
+        EventType.WORKFLOW_TASK_TIMED_OUT,
+        EventType.ACTIVITY_TASK_FAILED,
+        EventType.ACTIVITY_TASK_TIMED_OUT,
+        EventType.START_CHILD_WORKFLOW_EXECUTION_FAILED,
+        EventType.CHILD_WORKFLOW_EXECUTION_FAILED,
+        EventType.CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
+        EventType.WORKFLOW_EXECUTION_FAILED,
+        EventType.WORKFLOW_EXECUTION_TIMED_OUT,
     }
 )
 SIDE_EFFECT_EVENTS = {
-    "ActivityTaskCompleted": "activities_completed_after_point",
-    "ChildWorkflowExecutionStarted": "children_started_after_point",
-    "SignalExternalWorkflowExecutionInitiated": "signals_sent_after_point",
+    EventType.ACTIVITY_TASK_COMPLETED: "activities_completed_after_point",
+    EventType.CHILD_WORKFLOW_EXECUTION_STARTED: "children_started_after_point",
+    EventType.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: "signals_sent_after_point",
 }
 
 
@@ -240,22 +251,22 @@ def _on_cancel_requested(s: ReplayedState, event_id: int, a: dict[str, Any], at:
 
 
 _REPLAY = {
-    "WorkflowExecutionStarted": _on_started,
-    "WorkflowTaskScheduled": _on_wft_scheduled,
-    "WorkflowTaskStarted": _on_wft_started,
-    "WorkflowTaskCompleted": _on_wft_completed,
-    "WorkflowTaskFailed": _on_wft_ended,
-    "WorkflowTaskTimedOut": _on_wft_ended,
-    "ActivityTaskScheduled": _on_activity_scheduled,
-    "ActivityTaskCancelRequested": _on_activity_cancel_requested,
-    "TimerStarted": _on_timer_started,
-    "TimerFired": _on_timer_ended,
-    "TimerCanceled": _on_timer_ended,
-    "StartChildWorkflowExecutionInitiated": _on_child_initiated,
-    "ChildWorkflowExecutionStarted": _on_child_started,
+    EventType.WORKFLOW_EXECUTION_STARTED: _on_started,
+    EventType.WORKFLOW_TASK_SCHEDULED: _on_wft_scheduled,
+    EventType.WORKFLOW_TASK_STARTED: _on_wft_started,
+    EventType.WORKFLOW_TASK_COMPLETED: _on_wft_completed,
+    EventType.WORKFLOW_TASK_FAILED: _on_wft_ended,
+    EventType.WORKFLOW_TASK_TIMED_OUT: _on_wft_ended,
+    EventType.ACTIVITY_TASK_SCHEDULED: _on_activity_scheduled,
+    EventType.ACTIVITY_TASK_CANCEL_REQUESTED: _on_activity_cancel_requested,
+    EventType.TIMER_STARTED: _on_timer_started,
+    EventType.TIMER_FIRED: _on_timer_ended,
+    EventType.TIMER_CANCELED: _on_timer_ended,
+    EventType.START_CHILD_WORKFLOW_EXECUTION_INITIATED: _on_child_initiated,
+    EventType.CHILD_WORKFLOW_EXECUTION_STARTED: _on_child_started,
     "UpsertWorkflowSearchAttributes": _on_upsert,
-    "WorkflowExecutionSignaled": _on_signaled,
-    "WorkflowExecutionCancelRequested": _on_cancel_requested,
+    EventType.WORKFLOW_EXECUTION_SIGNALED: _on_signaled,
+    EventType.WORKFLOW_EXECUTION_CANCEL_REQUESTED: _on_cancel_requested,
 }
 
 
@@ -350,7 +361,7 @@ def resolve_reset_point(base: WorkflowExecution, point: ResetPoint) -> int:
 
 
 def _completed_tasks(base: WorkflowExecution) -> Any:
-    return HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskCompleted")
+    return HistoryEvent.objects.filter(run=base, event_type=EventType.WORKFLOW_TASK_COMPLETED)
 
 
 def _first_or_last_task(base: WorkflowExecution, *, first: bool) -> int:
@@ -359,7 +370,7 @@ def _first_or_last_task(base: WorkflowExecution, *, first: bool) -> int:
     if found is None:
         # Temporal's fallback: the event after the first workflow task's Scheduled.
         scheduled = (
-            HistoryEvent.objects.filter(run=base, event_type="WorkflowTaskScheduled")
+            HistoryEvent.objects.filter(run=base, event_type=EventType.WORKFLOW_TASK_SCHEDULED)
             .order_by("event_id")
             .values_list("event_id", flat=True)
             .first()
@@ -376,7 +387,7 @@ def first_failure_event_id(base: WorkflowExecution) -> int | None:
     A ``WorkflowTaskFailed`` written by an earlier reset is bookkeeping, not a failure.
     """
     failures = HistoryEvent.objects.filter(run=base, event_type__in=FAILURE_EVENTS).exclude(
-        event_type="WorkflowTaskFailed", attributes__cause=RESET_CAUSE
+        event_type=EventType.WORKFLOW_TASK_FAILED, attributes__cause=RESET_CAUSE
     )
     found = failures.order_by("event_id").values_list("event_id", flat=True).first()
     return int(found) if found is not None else None
@@ -433,13 +444,15 @@ def _count(counts: dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
 
 
-_ACTIVITY_OUTCOMES = {
-    "ActivityTaskCompleted": "completed",
-    "ActivityTaskFailed": "failed",
-    "ActivityTaskTimedOut": "timed out",
-    "ActivityTaskCanceled": "canceled",
+_ACTIVITY_OUTCOMES: dict[str, str] = {
+    EventType.ACTIVITY_TASK_COMPLETED: "completed",
+    EventType.ACTIVITY_TASK_FAILED: "failed",
+    EventType.ACTIVITY_TASK_TIMED_OUT: "timed out",
+    EventType.ACTIVITY_TASK_CANCELED: "canceled",
 }
-_TASK_NOISE = frozenset({"WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted"})
+_TASK_NOISE = frozenset(
+    {EventType.WORKFLOW_TASK_SCHEDULED, EventType.WORKFLOW_TASK_STARTED, EventType.WORKFLOW_TASK_COMPLETED}
+)
 
 
 def reset_points(base: WorkflowExecution) -> list[ResetPointSummary]:
@@ -465,9 +478,9 @@ def reset_points(base: WorkflowExecution) -> list[ResetPointSummary]:
     points: list[ResetPointSummary] = []
     activity_names: dict[int, str] = {}
     for event_id, kind, epoch, activity_type, scheduled_id, signal_name, build_id in rows.iterator(2000):
-        if kind == "ActivityTaskScheduled":
+        if kind == EventType.ACTIVITY_TASK_SCHEDULED:
             activity_names[event_id] = str(activity_type or "")
-        if kind == "WorkflowTaskCompleted":
+        if kind == EventType.WORKFLOW_TASK_COMPLETED:
             points.append(ResetPointSummary(event_id, time_from_epoch(epoch), str(build_id or "")))
             continue
         if not points or kind in _TASK_NOISE:
@@ -477,9 +490,9 @@ def reset_points(base: WorkflowExecution) -> list[ResetPointSummary]:
         if kind in _ACTIVITY_OUTCOMES:
             name = activity_names.get(int(scheduled_id or 0), "")
             _count(segment.activities, f"{name} {_ACTIVITY_OUTCOMES[kind]}".strip())
-        elif kind == "WorkflowExecutionSignaled":
+        elif kind == EventType.WORKFLOW_EXECUTION_SIGNALED:
             _count(segment.signals, str(signal_name or ""))
-        elif kind == "TimerFired":
+        elif kind == EventType.TIMER_FIRED:
             segment.timers_fired += 1
     return points
 
@@ -582,13 +595,13 @@ class ResetPlan:
                 activity_type,
             ) in _side_effect_rows(run, after):
                 summary: dict[str, Any] = {"run_id": str(run.run_id), "event_id": event_id}
-                if kind == "ActivityTaskCompleted":
+                if kind == EventType.ACTIVITY_TASK_COMPLETED:
                     summary |= {
                         "scheduled_event_id": scheduled_id or 0,
                         "activity_id": activity_id or "",
                         "activity_type": activity_type or "",
                     }
-                elif kind == "ChildWorkflowExecutionStarted":
+                elif kind == EventType.CHILD_WORKFLOW_EXECUTION_STARTED:
                     summary |= {"workflow_id": workflow_id or "", "run_id_started": run_id or ""}
                 else:
                     summary |= {"workflow_id": workflow_id or "", "signal_name": signal_name or ""}
@@ -666,7 +679,7 @@ def _signals_after(
     for run in _chain_from(base, current):
         after = event_id if run.run_id == base.run_id else 0
         recorded = HistoryEvent.objects.filter(
-            run=run, event_type="WorkflowExecutionSignaled", event_id__gte=after
+            run=run, event_type=EventType.WORKFLOW_EXECUTION_SIGNALED, event_id__gte=after
         ).order_by("event_id")
         signals += [(run.run_id, e.attributes) for e in recorded]
         if run.is_running:
@@ -674,7 +687,7 @@ def _signals_after(
             signals += [
                 (run.run_id, b["attributes"])
                 for b in run.buffered_events
-                if b["event_type"] == "WorkflowExecutionSignaled"
+                if b["event_type"] == EventType.WORKFLOW_EXECUTION_SIGNALED
             ]
     return signals
 
@@ -878,7 +891,7 @@ def _fail_reset_task(m: ExecutionMutation, plan: ResetPlan, reason: str) -> None
     ex = m.execution
     if not ex.wft_started_event_id:
         ex.wft_started_event_id = m.append(
-            "WorkflowTaskStarted",
+            EventType.WORKFLOW_TASK_STARTED,
             {
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "identity": "history-service",
@@ -887,7 +900,7 @@ def _fail_reset_task(m: ExecutionMutation, plan: ResetPlan, reason: str) -> None
             },
         )
     m.append(
-        "WorkflowTaskFailed",
+        EventType.WORKFLOW_TASK_FAILED,
         {
             "scheduled_event_id": ex.wft_scheduled_event_id,
             "started_event_id": ex.wft_started_event_id,
@@ -924,7 +937,7 @@ def _reapply_signals(m: ExecutionMutation, plan: ResetPlan, identity: str) -> No
     for _, attrs in plan.signals:
         m.execution.signal_count += 1
         m.append(
-            "WorkflowExecutionSignaled",
+            EventType.WORKFLOW_EXECUTION_SIGNALED,
             {
                 "signal_name": attrs.get("signal_name", ""),
                 "input": attrs.get("input") or [],

@@ -13,6 +13,7 @@ from history.kernel import tokens
 from history.kernel._mutation import continue_as_new_suggestion
 from history.kernel.versioning import wire_build_id
 from history.models import HistoryEvent, WorkflowExecution
+from history.vocabulary import EventType
 
 
 @dataclass
@@ -83,7 +84,7 @@ def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
     return [
         {
             "event_id": ex.wft_scheduled_event_id,
-            "event_type": "WorkflowTaskScheduled",
+            "event_type": EventType.WORKFLOW_TASK_SCHEDULED,
             "event_time": stamp,
             "attributes": {
                 "task_queue": {"name": ex.wft_task_queue},
@@ -93,7 +94,7 @@ def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
         },
         {
             "event_id": ex.wft_started_event_id,
-            "event_type": "WorkflowTaskStarted",
+            "event_type": EventType.WORKFLOW_TASK_STARTED,
             "event_time": stamp,
             "attributes": {
                 "scheduled_event_id": ex.wft_scheduled_event_id,

@@ -30,6 +30,7 @@ from history.models import (
     TimerTask,
     WorkflowExecution,
 )
+from history.vocabulary import EventType
 
 log = logging.getLogger("chronicle.timers")
 _NO_RUN = ("", "None")
@@ -176,7 +177,7 @@ def _activity(ex: WorkflowExecution, timer: TimerTask) -> PendingActivity | None
 
 def _user_timer(m: ExecutionMutation, timer: TimerTask) -> bool:
     m.add_outside_event(
-        "TimerFired", {"timer_id": timer.timer_id, "started_event_id": timer.scheduled_event_id}
+        EventType.TIMER_FIRED, {"timer_id": timer.timer_id, "started_event_id": timer.scheduled_event_id}
     )
     return True
 

@@ -40,6 +40,7 @@ from history.models import (
     TimerTask,
     WorkflowExecution,
 )
+from history.vocabulary import EventType
 
 log = logging.getLogger("chronicle.transfers")
 
@@ -214,7 +215,7 @@ def _child_start_outcome(m: ExecutionMutation, initiated_event_id: int, run_id: 
         child.delete()
         if m.execution.is_running:
             m.add_outside_event(
-                "StartChildWorkflowExecutionFailed",
+                EventType.START_CHILD_WORKFLOW_EXECUTION_FAILED,
                 {
                     **common,
                     "workflow_id": child.workflow_id,
@@ -227,7 +228,7 @@ def _child_start_outcome(m: ExecutionMutation, initiated_event_id: int, run_id: 
     child.started_run_id = uuid.UUID(run_id)
     if m.execution.is_running:
         child.started_event_id = m.add_outside_event(
-            "ChildWorkflowExecutionStarted",
+            EventType.CHILD_WORKFLOW_EXECUTION_STARTED,
             {**common, "workflow_execution": _execution_ref(child.workflow_id, run_id), "header": {}},
         )
     elif child.parent_close_policy != ParentClosePolicy.ABANDON:
@@ -239,11 +240,11 @@ def _child_start_outcome(m: ExecutionMutation, initiated_event_id: int, run_id: 
 # -- a child closed -----------------------------------------------------------------------
 
 _CHILD_CLOSE_EVENTS = {
-    ExecutionStatus.COMPLETED: ("ChildWorkflowExecutionCompleted", ("result",)),
-    ExecutionStatus.FAILED: ("ChildWorkflowExecutionFailed", ("failure", "retry_state")),
-    ExecutionStatus.CANCELED: ("ChildWorkflowExecutionCanceled", ("details",)),
-    ExecutionStatus.TERMINATED: ("ChildWorkflowExecutionTerminated", ()),
-    ExecutionStatus.TIMED_OUT: ("ChildWorkflowExecutionTimedOut", ("retry_state",)),
+    ExecutionStatus.COMPLETED: (EventType.CHILD_WORKFLOW_EXECUTION_COMPLETED, ("result",)),
+    ExecutionStatus.FAILED: (EventType.CHILD_WORKFLOW_EXECUTION_FAILED, ("failure", "retry_state")),
+    ExecutionStatus.CANCELED: (EventType.CHILD_WORKFLOW_EXECUTION_CANCELED, ("details",)),
+    ExecutionStatus.TERMINATED: (EventType.CHILD_WORKFLOW_EXECUTION_TERMINATED, ()),
+    ExecutionStatus.TIMED_OUT: (EventType.CHILD_WORKFLOW_EXECUTION_TIMED_OUT, ("retry_state",)),
 }
 
 
@@ -447,9 +448,9 @@ def _external_outcome(m: ExecutionMutation, request: PendingExternalRequest, cau
     }
     if cause:
         event_type = (
-            "SignalExternalWorkflowExecutionFailed"
+            EventType.SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED
             if signal
-            else "RequestCancelExternalWorkflowExecutionFailed"
+            else EventType.REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED
         )
         attributes["cause"] = (
             f"{'SIGNAL' if signal else 'CANCEL'}_EXTERNAL_WORKFLOW_EXECUTION_FAILED_CAUSE_{cause}"
@@ -457,7 +458,9 @@ def _external_outcome(m: ExecutionMutation, request: PendingExternalRequest, cau
         attributes["workflow_task_completed_event_id"] = request.workflow_task_completed_event_id
     else:
         event_type = (
-            "ExternalWorkflowExecutionSignaled" if signal else "ExternalWorkflowExecutionCancelRequested"
+            EventType.EXTERNAL_WORKFLOW_EXECUTION_SIGNALED
+            if signal
+            else EventType.EXTERNAL_WORKFLOW_EXECUTION_CANCEL_REQUESTED
         )
     m.add_outside_event(event_type, attributes)
 

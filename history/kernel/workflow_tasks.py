@@ -25,6 +25,7 @@ from history.kernel.queries import (
 from history.kernel.responses import WorkflowTaskResponse, build_workflow_task_response, serialize_event
 from history.kernel.versioning import WorkerVersionStamp
 from history.models import WorkflowExecution
+from history.vocabulary import CLOSE_COMMANDS, EventType
 
 
 def record_workflow_task_started_txn(
@@ -128,7 +129,7 @@ def respond_workflow_task_completed(
         answer_buffered_queries_txn(ex, query_results or {})
         namespace = ex.namespace
         mutation = ExecutionMutation(ex, namespace)
-        closes = bool(commands) and commands[-1]["command_type"] in _CLOSE_COMMANDS
+        closes = bool(commands) and commands[-1]["command_type"] in CLOSE_COMMANDS
         if closes and ex.buffered_events:
             _fail_task(
                 mutation,
@@ -152,7 +153,7 @@ def respond_workflow_task_completed(
             )
             mutation.close(
                 "Terminated",
-                "WorkflowExecutionTerminated",
+                EventType.WORKFLOW_EXECUTION_TERMINATED,
                 {"reason": exc.message, "identity": "history-service", "details": None},
             )
             release_buffered_queries_txn(mutation)
@@ -230,16 +231,6 @@ def _closed(mutation: ExecutionMutation) -> dict[str, Any] | None:
     return {"event": serialize_event(event), "new_run_id": str(new_run_id) if new_run_id else None}
 
 
-_CLOSE_COMMANDS = frozenset(
-    {
-        "CompleteWorkflowExecution",
-        "FailWorkflowExecution",
-        "CancelWorkflowExecution",
-        "ContinueAsNewWorkflowExecution",
-    }
-)
-
-
 def _write_completed(
     mutation: ExecutionMutation, identity: str, worker_version: WorkerVersionStamp | None
 ) -> int:
@@ -252,7 +243,7 @@ def _write_completed(
     stamp = {"worker_version": worker_version.as_dict()} if worker_version is not None else {}
     if ex.wft_attempt > 1:
         ex.wft_scheduled_event_id = mutation.append(
-            "WorkflowTaskScheduled",
+            EventType.WORKFLOW_TASK_SCHEDULED,
             {
                 "task_queue": {"name": ex.wft_task_queue},
                 "start_to_close_timeout": ex.task_timeout,
@@ -260,7 +251,7 @@ def _write_completed(
             },
         )
         ex.wft_started_event_id = mutation.append(
-            "WorkflowTaskStarted",
+            EventType.WORKFLOW_TASK_STARTED,
             {
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "identity": ex.wft_identity,
@@ -270,7 +261,7 @@ def _write_completed(
             },
         )
     completed = mutation.append(
-        "WorkflowTaskCompleted",
+        EventType.WORKFLOW_TASK_COMPLETED,
         {
             "scheduled_event_id": ex.wft_scheduled_event_id,
             "started_event_id": ex.wft_started_event_id,
@@ -303,7 +294,7 @@ def _fail_task(
     on_sticky = _on_sticky_queue(ex)
     if ex.wft_attempt == 1:
         mutation.append(
-            "WorkflowTaskFailed",
+            EventType.WORKFLOW_TASK_FAILED,
             {
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "started_event_id": ex.wft_started_event_id,
@@ -344,7 +335,7 @@ def time_out_workflow_task_txn(mutation: ExecutionMutation, *, timeout_type: str
     ex = mutation.execution
     if timeout_type == "SCHEDULE_TO_START":
         mutation.append(
-            "WorkflowTaskTimedOut",
+            EventType.WORKFLOW_TASK_TIMED_OUT,
             {
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "started_event_id": 0,
@@ -359,7 +350,7 @@ def time_out_workflow_task_txn(mutation: ExecutionMutation, *, timeout_type: str
         return
     if ex.wft_attempt == 1:
         mutation.append(
-            "WorkflowTaskTimedOut",
+            EventType.WORKFLOW_TASK_TIMED_OUT,
             {
                 "scheduled_event_id": ex.wft_scheduled_event_id,
                 "started_event_id": ex.wft_started_event_id,
