@@ -2,10 +2,10 @@
 
 Drives the frontend's ASGI application (``chronicle.asgi.application``: the same routing,
 handlers, views and kernel gunicorn serves) with no HTTP server or network, through the
-seven calls an SDK worker and client make for a workflow with one activity: start,
+six calls an SDK worker and client make for a workflow with one activity: start,
 workflow-task poll, completion scheduling the activity (which comes back eagerly),
-activity completion, the next workflow-task poll, the closing completion and the result
-wait. Prints, per call and per workflow, the CPU this process spent, the SQL statements
+activity completion (which hands the next workflow task back), the closing completion and
+the result wait. Prints, per call and per workflow, the CPU this process spent, the SQL statements
 it sent and the transactions PostgreSQL committed: figures that do not drift with the
 machine's load, unlike wall-clock throughput.
 
@@ -160,10 +160,20 @@ async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) 
     body = {"task_token": task["task_token"], "commands": [schedule], "sticky_task_queue": sticky}
     done = await m("wft complete (activity)", client.call("POST", complete, body))
     activity = done["activity_tasks"][0]
-    finished = {"task_token": activity["task_token"], "result": 2}
+    # The worker runs the workflow too: it offers to take the next workflow task (as the SDK does).
+    finished = {
+        "task_token": activity["task_token"],
+        "result": 2,
+        "identity": "prof",
+        "return_new_workflow_task": True,
+        "sticky_task_queue": sticky,
+    }
     tasks = f"{base}/task-queues"
-    await m("activity complete", client.call("POST", f"{tasks}/{queue}/activity-tasks/complete", finished))
-    task = await m("wft poll (sticky)", client.call("POST", f"{tasks}/{sticky}/workflow-tasks/poll", poll))
+    handed = await m(
+        "activity complete (+ task)",
+        client.call("POST", f"{tasks}/{queue}/activity-tasks/complete", finished),
+    )
+    task = handed["workflow_task"]
     close = {"command_type": "CompleteWorkflowExecution", "attributes": {"result": 2}}
     body = {"task_token": task["task_token"], "commands": [close]}
     await m("wft complete (close)", client.call("POST", complete, body))
