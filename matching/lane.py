@@ -44,10 +44,12 @@ class Endpoint:
 
 
 def _completion(result: Any) -> bytes:
+    """The next task if asked for, the eager activities, and the close if the run closed."""
     task = result.new_workflow_task
-    return encode(
-        {"workflow_task": task.as_dict() if task else None, "activity_tasks": result.activity_tasks}
-    )
+    answer = {"workflow_task": task.as_dict() if task else None, "activity_tasks": result.activity_tasks}
+    if result.closed is not None:
+        answer["closed"] = result.closed
+    return encode(answer)
 
 
 def _activity_report(handed_back: Any) -> bytes:
