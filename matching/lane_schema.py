@@ -16,6 +16,7 @@ from chronicle import lane_schema as described
 from chronicle.openapi import ERROR_STATUSES
 from matching import schemas
 from matching.api import ASYNC_ENDPOINTS
+from matching.dispatch import MAX_TASKS_PER_POLL
 from matching.lane import ENDPOINTS
 
 QUEUE_PATH = "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/"
@@ -37,6 +38,13 @@ POLL_REQUEST_SCHEMA: dict[str, Any] = {
                 "build_id": {"type": "string", "maxLength": 255},
                 "use_versioning": {"type": "boolean", "default": False},
             },
+        },
+        "max_tasks": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_TASKS_PER_POLL,
+            "description": "take up to this many tasks (the worker's free slots); the answer is then "
+            "{tasks: [...]}, the first waited for, the rest those visible at once",
         },
     },
 }
@@ -86,9 +94,19 @@ def add_async_endpoints_to_schema(result: dict[str, Any], generator: Any, **kwar
             "parameters": [described.path_parameter("namespace"), described.path_parameter("task_queue")],
             "requestBody": {"content": described.json_ref("PollRequest")},
             "responses": {
-                "200": {"description": "a task", "content": described.json_ref(task)},
+                "200": {
+                    "description": "a task, or with max_tasks {tasks: [...]}",
+                    "content": {"application/json": {"schema": _task_or_tasks(task)}},
+                },
                 "204": {"description": "no task before the poll deadline"},
                 **errors,
             },
         }
     return result
+
+
+def _task_or_tasks(task: str) -> dict[str, Any]:
+    """A poll's answer: one task, or with ``max_tasks`` the tasks it took."""
+    one = {"$ref": described.REF.format(name=task)}
+    many = {"type": "object", "properties": {"tasks": {"type": "array", "items": one}}, "required": ["tasks"]}
+    return {"oneOf": [one, many]}

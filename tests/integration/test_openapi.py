@@ -66,11 +66,14 @@ def test_polls_take_a_body_and_return_a_task(schema: dict[str, Any], kind: str, 
         "identity",
         "timeout",
         "worker_version_capabilities",
+        "max_tasks",
     }
     responses = schema["paths"][path]["post"]["responses"]
-    returned = resolve(schema, responses["200"]["content"]["application/json"]["schema"])
+    one, many = responses["200"]["content"]["application/json"]["schema"]["oneOf"]
+    returned = resolve(schema, one)
     assert returned == schema["components"]["schemas"][task]
     assert "task_token" in returned["properties"]
+    assert resolve(schema, many["properties"]["tasks"]["items"]) == returned
     assert "204" in responses
     assert {p["name"] for p in schema["paths"][path]["post"]["parameters"]} == {"namespace", "task_queue"}
 
