@@ -36,7 +36,7 @@ from executions.lane_bodies import (
     history_params,
 )
 from history import kernel
-from history.kernel._mutation import close_wakeup_key
+from history.kernel.wakeups import close_wakeup_key
 from history.models import WorkflowExecution
 from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header

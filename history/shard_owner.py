@@ -28,9 +28,9 @@ from django.utils import timezone
 from chronicle.conf import engine_settings
 from chronicle.db import DatabaseOutage
 from history.kernel import ShardFence, ShardFenceLost, fire_timers
-from history.kernel._mutation import TIMERS_CHANNEL
 from history.kernel.payloads import collect_unreferenced
 from history.kernel.transfers import TRANSFER_KINDS, process_transfer
+from history.kernel.wakeups import TIMERS_CHANNEL
 from history.models import Shard, ShardOwnerProcess, TimerTask
 
 log = logging.getLogger("chronicle.shard_owner")

@@ -25,8 +25,8 @@ from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo, off_loop
 from chronicle.errors import ChronicleError, ErrorCode
 from chronicle.openapi import endpoint
-from history.kernel._mutation import task_wakeup_key
 from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp, dispatch_build_id
+from history.kernel.wakeups import task_wakeup_key
 from history.models import TaskKind
 from matching import schemas, selectors
 from matching.dispatch import MAX_TASKS_PER_POLL, DispatchThrottled, poll_batch

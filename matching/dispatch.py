@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from chronicle.errors import ChronicleError
 from history import kernel
-from history.kernel._mutation import lock_run
+from history.kernel.locks import lock_run
 from history.kernel.queries import query_task_token
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id

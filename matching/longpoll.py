@@ -21,7 +21,7 @@ from itertools import islice
 
 import psycopg
 
-from history.kernel._mutation import HISTORY_CHANNEL, TASKS_CHANNEL, parse_task_wakeup
+from history.kernel.wakeups import HISTORY_CHANNEL, TASKS_CHANNEL, parse_task_wakeup
 
 log = logging.getLogger("chronicle.longpoll")
 

@@ -6,10 +6,19 @@ with consecutive ids, update mutable state, insert/delete task and timer rows â†
 ``pg_notify`` (delivered at commit) â†’ commit, then answer. A return means durable.
 REST views, the shard-owner daemon and management commands call these functions;
 nothing else writes history.
+
+Modules a newcomer can name: the unit of work (``_mutation``, private: its
+:class:`ExecutionMutation` is exported here for tests and benchmarks that write a run
+directly) and the SQL it sends (``store``); run locks (``locks``); the wake-up keys
+listeners share (``wakeups``); starts (``start``), client operations on a run
+(``client_operations``) and how a run closes (``close``); workflow, activity and query
+tasks; timers, transfers, children and schedules; reset (``reset/``: fold, points,
+plan, apply). Event and command names come from :mod:`history.vocabulary`.
 """
 
 from __future__ import annotations
 
+from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import (
     record_activity_task_heartbeat,
     record_activity_task_started_txn,
@@ -51,6 +60,7 @@ from history.kernel.workflow_tasks import (
 __all__ = [
     "Backfill",
     "CompletionResult",
+    "ExecutionMutation",
     "ResetPoint",
     "ScheduleDefinition",
     "ShardFence",

@@ -1,15 +1,18 @@
-"""The one place that touches history's tables (DESIGN §4 steps 1–4).
+"""The unit of work: the one place that touches history's tables (DESIGN §4 steps 1–4).
 
-An :class:`ExecutionMutation` wraps a run locked ``FOR UPDATE``. Operations call its
-methods to append events, buffer outside events while a workflow task is in flight,
-schedule workflow tasks and add task and timer rows; :meth:`save` writes it all and
-queues the ``pg_notify`` calls that PostgreSQL delivers at commit.
+An :class:`ExecutionMutation` wraps a run locked ``FOR UPDATE`` (:mod:`history.kernel.locks`).
+Operations call its methods to append events, buffer outside events while a workflow
+task is in flight, schedule workflow tasks and add task and timer rows; :meth:`save`
+writes it all as one statement (:mod:`history.kernel.store`) and queues the
+``pg_notify`` calls (:mod:`history.kernel.wakeups`) that PostgreSQL delivers at commit.
+
+Private to the kernel: code outside it calls the kernel's operations, never the unit of
+work (an import-linter contract says so).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import uuid
 from collections import Counter
@@ -20,31 +23,35 @@ from django.db import connection
 from django.utils import timezone
 
 from chronicle.conf import engine_settings
-from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel import closing, payloads, store
+from history.kernel.locks import may_have_children
+from history.kernel.payloads import payload_size
 from history.kernel.retry import workflow_task_retry_delay
 from history.kernel.versioning import WorkerVersionStamp, current_build_id
+from history.kernel.wakeups import (
+    HISTORY_CHANNEL,
+    TASKS_CHANNEL,
+    TIMERS_CHANNEL,
+    close_wakeup_key,
+    task_wakeup_key,
+    task_wakeup_payload,
+)
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
     PendingChildExecution,
-    QueryState,
     Schedule,
     Task,
     TaskKind,
     TimerKind,
     TimerTask,
     WorkflowExecution,
-    WorkflowQuery,
 )
 from history.vocabulary import EventType
 from namespaces.models import Namespace
 
 log = logging.getLogger("chronicle.kernel")
 
-TASKS_CHANNEL = "chronicle_tasks_v1"
-HISTORY_CHANNEL = "chronicle_history_v1"
-TIMERS_CHANNEL = "chronicle_timers_v1"
 # The search attribute naming the schedule that started a run (Temporal's TemporalScheduledById).
 SCHEDULED_BY_ID = "ChronicleScheduledById"
 PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
@@ -54,27 +61,6 @@ def shard_for(namespace_id: uuid.UUID, workflow_id: str) -> int:
     """A stable hash (never Python's salted ``hash()``) of the execution's identity."""
     digest = hashlib.blake2b(f"{namespace_id}/{workflow_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % engine_settings().shards
-
-
-def payload_size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), default=str))
-
-
-def check_payload(namespace: Namespace, value: Any, what: str) -> None:
-    """Refuse a payload past the namespace's limit (2 MiB default); warn past 512 KiB."""
-    size = payload_size(value)
-    if size > namespace.payload_limit_bytes:
-        raise ChronicleError(
-            ErrorCode.PAYLOAD_TOO_LARGE,
-            f"{what} is {size} bytes; the limit is {namespace.payload_limit_bytes}",
-        )
-    if size > namespace.payload_warn_bytes:
-        log.warning("large payload: %s is %d bytes in namespace %s", what, size, namespace.name)
-
-
-def notify(channel: str, payload: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
 
 
 def continue_as_new_suggestion(ex: WorkflowExecution, namespace: Namespace) -> dict[str, Any]:
@@ -93,39 +79,6 @@ def continue_as_new_suggestion(ex: WorkflowExecution, namespace: Namespace) -> d
         "suggest_continue_as_new": bool(reasons),
         "suggest_continue_as_new_reasons": reasons,
     }
-
-
-def task_wakeup_key(namespace_id: uuid.UUID | str, kind: str, task_queue: str, build_id: str) -> str:
-    """What a waiting poll listens for: tasks of its kind on its queue for its build.
-
-    The build is part of the key (length-prefixed, so no queue name can imitate it): a
-    counted wake-up must reach a poll that can claim the task, not one of another build.
-    """
-    return f"{namespace_id}|{kind}|{len(build_id)}:{build_id}|{task_queue}"
-
-
-def close_wakeup_key(run_id: uuid.UUID | str) -> str:
-    """What a wait for a run's close listens for (on the history channel).
-
-    Every appended event notifies the run's id; a client waiting only for the close
-    (``CLOSE_EVENT``, what ``result()`` asks) would re-read the run on each of them.
-    """
-    return f"close:{run_id}"
-
-
-def task_wakeup_payload(key: str, count: int) -> str:
-    """A task notification: the queue's wake-up key and how many tasks the transaction added.
-
-    PostgreSQL folds identical payloads of one transaction into one notification, so the
-    count travels in it: a listener wakes that many waiting polls, not all of them.
-    """
-    return f"{key}|{count}"
-
-
-def parse_task_wakeup(payload: str) -> tuple[str, int]:
-    """``(key, count)`` of :func:`task_wakeup_payload` (the count follows the last ``|``)."""
-    key, _, count = payload.rpartition("|")
-    return key, int(count)
 
 
 class ExecutionMutation:
@@ -479,9 +432,7 @@ class ExecutionMutation:
             ex = self.execution
             closing.drop_pending_work(write, [ex.run_id])
             self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
-            for kind, scheduled_event_id in closing.child_duties(
-                ex, has_children=_lock_fact(ex, "has_children")
-            ):
+            for kind, scheduled_event_id in closing.child_duties(ex, has_children=may_have_children(ex)):
                 self.add_timer(kind, self.now, scheduled_event_id=scheduled_event_id)
         return True
 
@@ -536,93 +487,3 @@ def _resolve_previous(attributes: dict[str, Any], previous_event_id: int) -> dic
     if PREVIOUS_EVENT not in attributes.values():
         return attributes
     return {k: (previous_event_id if v == PREVIOUS_EVENT else v) for k, v in attributes.items()}
-
-
-def lock_execution(
-    namespace: Namespace, workflow_id: str, run_id: str | uuid.UUID | None = None
-) -> WorkflowExecution:
-    """Lock a run ``FOR UPDATE``: the given run, else the current one (running, else latest).
-
-    One raw statement, not an ORM query: compiling the queryset was a fifth of a
-    signal's CPU, and "running, else the latest" took two round trips when none ran.
-    """
-    if run_id:
-        try:
-            run_uuid = uuid.UUID(str(run_id))
-        except ValueError:
-            raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "run_id must be a UUID") from None
-        found = WorkflowExecution.objects.raw(
-            _LOCK_EXECUTION_SQL.format(where="AND run_id = %s", order=""),
-            [namespace.pk, workflow_id, run_uuid],
-        )
-    else:
-        found = WorkflowExecution.objects.raw(
-            _LOCK_EXECUTION_SQL.format(where="", order="ORDER BY status = %s DESC, start_time DESC"),
-            [namespace.pk, workflow_id, ExecutionStatus.RUNNING.value],
-        )
-    execution = next(iter(found), None)
-    if execution is None:
-        raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
-    store.remember_saved_columns(execution)
-    return execution
-
-
-_LOCK_EXECUTION_SQL = (
-    f"SELECT * FROM {WorkflowExecution._meta.db_table} WHERE namespace_id = %s AND workflow_id = %s "
-    "{where} {order} LIMIT 1 FOR UPDATE"
-)
-
-
-def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
-    """Lock a run ``FOR UPDATE`` and load its namespace without locking the namespace.
-
-    ``FOR UPDATE OF e`` matters: a plain ``FOR UPDATE`` with the join would lock the
-    namespace row too, serializing every run of a namespace and deadlocking with the
-    timer queue, which locks many runs of one namespace in one transaction. One raw
-    statement: compiling the ``select_related`` queryset cost more CPU than running it.
-    """
-    try:
-        run_uuid = uuid.UUID(str(run_id))
-    except ValueError:
-        raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found") from None
-    execution = next(iter(WorkflowExecution.objects.raw(_LOCK_RUN_SQL, [run_uuid])), None)
-    if execution is None:
-        raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found")
-    # The namespace's columns came back as extra attributes of the run: build it from them.
-    values = [execution.__dict__.pop(f"namespace__{field.column}") for field in _NAMESPACE_FIELDS]
-    execution.namespace = Namespace.from_db(
-        execution._state.db, [field.attname for field in _NAMESPACE_FIELDS], values
-    )
-    setattr(execution, _LOCK_FACTS, {name: execution.__dict__.pop(name) for name in _LOCK_FACT_NAMES})
-    store.remember_saved_columns(execution)
-    return execution
-
-
-_LOCK_FACTS = "_chronicle_lock_facts"
-_LOCK_FACT_NAMES = ("has_buffered_queries", "has_children")
-_NAMESPACE_FIELDS = Namespace._meta.concrete_fields
-_LOCK_RUN_SQL = (
-    "SELECT e.*, "
-    + ", ".join(f'n."{field.column}" AS "namespace__{field.column}"' for field in _NAMESPACE_FIELDS)
-    + f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id AND q.buffered"
-    f" AND q.state = '{QueryState.PENDING.value}') AS has_buffered_queries"
-    f", EXISTS (SELECT 1 FROM {PendingChildExecution._meta.db_table} c"
-    " WHERE c.run_id = e.run_id) AS has_children"
-    + f" FROM {WorkflowExecution._meta.db_table} e JOIN {Namespace._meta.db_table} n ON n.id = e.namespace_id"
-    " WHERE e.run_id = %s FOR UPDATE OF e"
-)
-
-
-def may_have_buffered_queries(execution: WorkflowExecution) -> bool:
-    """Whether queries may wait for the run's next workflow task (Temporal's buffered
-    queries). Almost every run has none, and each workflow-task start and completion
-    would otherwise ask with a statement of its own."""
-    return _lock_fact(execution, "has_buffered_queries")
-
-
-def _lock_fact(execution: WorkflowExecution, name: str) -> bool:
-    """What :func:`lock_run` read with the lock about the run's rare rows (buffered queries,
-    children); True ("may have") for a run locked another way. Such rows are added only
-    under the run's lock, so a False holds for the whole transaction."""
-    facts: dict[str, bool] = getattr(execution, _LOCK_FACTS, {})
-    return facts.get(name, True)

@@ -14,8 +14,9 @@ from django.db import transaction
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel import handoff, tokens
-from history.kernel._mutation import PREVIOUS_EVENT, ExecutionMutation, check_payload
+from history.kernel._mutation import PREVIOUS_EVENT, ExecutionMutation
 from history.kernel.handoff import WorkflowTaskWanted
+from history.kernel.payloads import check_payload
 from history.kernel.responses import WorkflowTaskResponse
 from history.kernel.retry import decide_retry, normalize_activity_timeouts
 from history.models import ActivityState, PendingActivity, TaskKind, TimerKind, WorkflowExecution

@@ -13,7 +13,9 @@ from django.utils import timezone
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.cron import CronError, cron_backoff_seconds, validate_cron
 from history.faults import crash_point
-from history.kernel._mutation import ExecutionMutation, check_payload, lock_execution, shard_for
+from history.kernel._mutation import ExecutionMutation, shard_for
+from history.kernel.locks import lock_execution
+from history.kernel.payloads import check_payload
 from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy

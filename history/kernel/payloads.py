@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,12 +23,32 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from chronicle.errors import ChronicleError, ErrorCode
 from history.models import Payload, PayloadReference, WorkflowExecution
 from namespaces.models import Namespace
 
 PAYLOAD_REF = "payload_ref"
 # A stored payload referenced within this window is never collected (covers in-flight writes).
 COLLECT_GRACE = timedelta(hours=1)
+
+log = logging.getLogger("chronicle.kernel")
+
+
+def payload_size(value: Any) -> int:
+    """A value's size as the limits count it: its compact JSON."""
+    return len(json.dumps(value, separators=(",", ":"), default=str))
+
+
+def check_payload(namespace: Namespace, value: Any, what: str) -> None:
+    """Refuse a payload past the namespace's limit (2 MiB default); warn past 512 KiB."""
+    size = payload_size(value)
+    if size > namespace.payload_limit_bytes:
+        raise ChronicleError(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"{what} is {size} bytes; the limit is {namespace.payload_limit_bytes}",
+        )
+    if size > namespace.payload_warn_bytes:
+        log.warning("large payload: %s is %d bytes in namespace %s", what, size, namespace.name)
 
 
 def canonical_json(value: Any) -> str:

@@ -18,7 +18,9 @@ from django.utils import timezone
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel import tokens
-from history.kernel._mutation import HISTORY_CHANNEL, ExecutionMutation, may_have_buffered_queries, notify
+from history.kernel._mutation import ExecutionMutation
+from history.kernel.locks import may_have_buffered_queries
+from history.kernel.wakeups import HISTORY_CHANNEL, notify
 from history.models import QueryState, TaskKind, WorkflowExecution, WorkflowQuery
 
 MAX_BUFFERED_QUERIES = 1

@@ -29,10 +29,11 @@ from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
-from history.kernel._mutation import ExecutionMutation, lock_execution
+from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import restore_activity_txn
 from history.kernel.children import restore_child, restore_external_request
 from history.kernel.executions import arm_workflow_timeouts, terminate_txn
+from history.kernel.locks import lock_execution
 from history.kernel.transfers import child_close_event
 from history.kernel.versioning import current_build_id
 from history.models import (

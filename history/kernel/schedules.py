@@ -28,14 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
-from history.kernel._mutation import (
-    SCHEDULED_BY_ID,
-    TIMERS_CHANNEL,
-    ExecutionMutation,
-    lock_run,
-    notify,
-    shard_for,
-)
+from history.kernel._mutation import SCHEDULED_BY_ID, ExecutionMutation, shard_for
 from history.kernel.executions import (
     StartRequest,
     request_cancel_txn,
@@ -43,6 +36,8 @@ from history.kernel.executions import (
     terminate_txn,
     validate_start,
 )
+from history.kernel.locks import lock_run
+from history.kernel.wakeups import TIMERS_CHANNEL, notify
 from history.models import ExecutionStatus, Schedule, TimerKind, TimerTask, WorkflowExecution
 from history.schedule_spec import CompiledSpec, compile_spec
 from namespaces.models import Namespace

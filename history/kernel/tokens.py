@@ -18,7 +18,7 @@ from typing import Any
 from django.core import signing
 
 from chronicle.errors import ChronicleError, ErrorCode
-from history.kernel._mutation import lock_run
+from history.kernel.locks import lock_run
 from history.models import WorkflowExecution
 
 # v2 binds the namespace id; v1 tokens (no namespace) are refused with a clear message.

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode
-from history.kernel._mutation import ExecutionMutation, lock_run
+from history.kernel._mutation import ExecutionMutation
 from history.kernel.executions import (
     ParentLink,
     StartRequest,
@@ -28,6 +28,7 @@ from history.kernel.executions import (
     start_workflow_execution,
     terminate_workflow_execution,
 )
+from history.kernel.locks import lock_run
 from history.kernel.timers import ShardFence, check_fence
 from history.models import (
     ExecutionStatus,

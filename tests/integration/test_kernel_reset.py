@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from executions.search_attributes import add_attribute
 from history import kernel
-from history.kernel._mutation import payload_size
+from history.kernel.payloads import payload_size
 from history.models import HistoryEvent, PendingActivity, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history import kernel
-from history.kernel._mutation import ExecutionMutation, lock_run
+from history.kernel import ExecutionMutation
+from history.kernel.locks import lock_run
 from history.models import HistoryEvent, PendingActivity, Task, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.auth import access_namespace, api_key_from_header

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from history.kernel import ShardFence, fire_timers
-from history.kernel._mutation import ExecutionMutation, lock_run
+from history.kernel import ExecutionMutation, ShardFence, fire_timers
+from history.kernel.locks import lock_run
 from history.models import HistoryEvent, Shard, TimerKind, TimerTask, WorkflowExecution
 from tests.conftest import database_url
 from tests.factories import ExecutionFactory

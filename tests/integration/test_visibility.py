@@ -13,7 +13,7 @@ from bench.visibility_data import bulk_insert_runs
 from chronicle.errors import ChronicleError
 from executions import search_attributes, selectors, visibility
 from history import kernel
-from history.kernel._mutation import ExecutionMutation
+from history.kernel import ExecutionMutation
 from history.kernel.commands import HANDLERS, CommandRejected, _upsert_search_attributes
 from history.models import ExecutionStatus, WorkflowExecution
 from namespaces.models import Namespace

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from history.kernel._mutation import parse_task_wakeup, task_wakeup_key, task_wakeup_payload
+from history.kernel.wakeups import parse_task_wakeup, task_wakeup_key, task_wakeup_payload
 from matching.longpoll import WakeupHub
 
 
