@@ -27,7 +27,7 @@ django.setup()
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from history.kernel.executions import StartRequest, start_workflow_execution  # noqa: E402
+from history.kernel.start import StartRequest, start_workflow_execution  # noqa: E402
 from history.kernel.versioning import WorkerVersionStamp  # noqa: E402
 from matching.dispatch import poll_once  # noqa: E402
 from namespaces.models import Namespace  # noqa: E402

@@ -26,13 +26,10 @@ from history.kernel.activity_tasks import (
     respond_activity_task_completed,
     respond_activity_task_failed,
 )
-from history.kernel.executions import (
-    StartRequest,
-    StartResult,
+from history.kernel.client_operations import (
     create_query,
     request_cancel_workflow_execution,
     signal_workflow_execution,
-    start_workflow_execution,
     terminate_workflow_execution,
 )
 from history.kernel.queries import respond_query_task_completed
@@ -48,6 +45,7 @@ from history.kernel.schedules import (
     trigger_schedule,
     update_schedule,
 )
+from history.kernel.start import StartRequest, StartResult, start_workflow_execution
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
 from history.kernel.tokens import TaskScope
 from history.kernel.workflow_tasks import (

@@ -13,8 +13,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from history.kernel.command_checks import CommandRejected, require_name, require_seconds, type_name
-from history.kernel.executions import REUSE_POLICIES
 from history.kernel.retry import normalize_retry_policy
+from history.kernel.start import REUSE_POLICIES
 from history.models import (
     ExternalRequestKind,
     PendingChildExecution,

@@ -17,10 +17,10 @@ from history.kernel.activity_tasks import (
     schedule_activity_txn,
     start_activity_txn,
 )
+from history.kernel.close import complete_workflow_txn, continue_as_new_txn, fail_workflow_txn
 from history.kernel.command_checks import CommandRejected
 from history.kernel.command_checks import require_name as _name
 from history.kernel.command_checks import require_seconds as _seconds
-from history.kernel.executions import complete_workflow_txn, continue_as_new_txn, fail_workflow_txn
 from history.kernel.retry import normalize_retry_policy
 from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
 from history.vocabulary import CLOSE_COMMANDS, CommandType, EventType

@@ -29,14 +29,9 @@ from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
 from history.kernel._mutation import SCHEDULED_BY_ID, ExecutionMutation, shard_for
-from history.kernel.executions import (
-    StartRequest,
-    request_cancel_txn,
-    start_workflow_execution_txn,
-    terminate_txn,
-    validate_start,
-)
+from history.kernel.client_operations import request_cancel_txn, terminate_txn
 from history.kernel.locks import lock_run
+from history.kernel.start import StartRequest, start_workflow_execution_txn, validate_start
 from history.kernel.wakeups import TIMERS_CHANNEL, notify
 from history.models import ExecutionStatus, Schedule, TimerKind, TimerTask, WorkflowExecution
 from history.schedule_spec import CompiledSpec, compile_spec

@@ -19,7 +19,7 @@ from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
 from history.kernel.archival import archive_run
-from history.kernel.executions import time_out_workflow_txn
+from history.kernel.close import time_out_workflow_txn
 from history.kernel.schedules import fire_schedule_timers_txn
 from history.kernel.workflow_tasks import time_out_workflow_task_txn
 from history.models import (

@@ -20,15 +20,13 @@ from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel._mutation import ExecutionMutation
-from history.kernel.executions import (
-    ParentLink,
-    StartRequest,
+from history.kernel.client_operations import (
     request_cancel_workflow_execution,
     signal_workflow_execution,
-    start_workflow_execution,
     terminate_workflow_execution,
 )
 from history.kernel.locks import lock_run
+from history.kernel.start import ParentLink, StartRequest, start_workflow_execution
 from history.kernel.timers import ShardFence, check_fence
 from history.models import (
     ExecutionStatus,

@@ -1,4 +1,9 @@
-"""Client-side operations: start, signal, signal-with-start, cancel, terminate, query."""
+"""Starting a run: start, signal-with-start and eager start (temporal-semantics §9).
+
+``request_id`` dedup comes first, then the conflict policy (a run is open) and the reuse
+policy (the last run closed). :func:`create_run` builds a new run and its first events;
+the close of a run uses it too, for the chain's next run (:mod:`history.kernel.close`).
+"""
 
 from __future__ import annotations
 
@@ -14,19 +19,16 @@ from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.cron import CronError, cron_backoff_seconds, validate_cron
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation, shard_for
-from history.kernel.locks import lock_execution
+from history.kernel.client_operations import apply_signal, terminate_txn
 from history.kernel.payloads import check_payload
-from history.kernel.queries import enqueue_query_txn, release_buffered_queries_txn
 from history.kernel.responses import build_workflow_task_response
-from history.kernel.retry import decide_retry, effective_run_timeout, normalize_retry_policy
+from history.kernel.retry import effective_run_timeout, normalize_retry_policy
 from history.kernel.versioning import current_build_id
 from history.models import (
     ExecutionStatus,
     PendingChildExecution,
-    SignalRequest,
     TimerKind,
     WorkflowExecution,
-    WorkflowQuery,
 )
 from history.vocabulary import EventType
 from namespaces.models import Namespace
@@ -100,17 +102,7 @@ def _already_started(current: WorkflowExecution) -> ChronicleError:
     )
 
 
-def terminate_txn(mutation: ExecutionMutation, reason: str, details: Any, identity: str) -> None:
-    """Close a locked, running run as terminated."""
-    mutation.close(
-        ExecutionStatus.TERMINATED,
-        EventType.WORKFLOW_EXECUTION_TERMINATED,
-        {"reason": reason, "details": details, "identity": identity},
-    )
-    release_buffered_queries_txn(mutation)
-
-
-def _create_run(
+def create_run(
     namespace: Namespace,
     req: StartRequest,
     *,
@@ -364,7 +356,7 @@ def _start_txn(
         if conflict == "USE_EXISTING":
             if signal:
                 mutation = ExecutionMutation(current, namespace)
-                _apply_signal(mutation, *signal, identity=req.identity)
+                apply_signal(mutation, *signal, identity=req.identity)
                 mutation.save()
             return StartResult(str(current.run_id), started=False)
         if conflict == "FAIL":
@@ -376,7 +368,7 @@ def _start_txn(
                 f"the running run started less than {min_interval:g} s ago",
                 retry_after=max(1, int(min_interval)),
             )
-        new = _create_run(namespace, req, signal=signal)
+        new = create_run(namespace, req, signal=signal)
         old = ExecutionMutation(current, namespace)
         terminate_txn(
             old,
@@ -393,7 +385,7 @@ def _start_txn(
             f"workflow id {req.workflow_id!r} was used before and the reuse policy {reuse} refuses it",
             details={"run_id": str(current.run_id), "start_request_id": current.create_request_id},
         )
-    mutation = _create_run(namespace, req, signal=signal)
+    mutation = create_run(namespace, req, signal=signal)
     eager = None
     # A pinned run's first task belongs to its build's pollers; the caller's build is unknown.
     if (
@@ -414,357 +406,3 @@ def _reuse_refuses(reuse: str, closed: WorkflowExecution) -> bool:
     if reuse == "REJECT_DUPLICATE":
         return True
     return reuse == "ALLOW_DUPLICATE_FAILED_ONLY" and closed.status not in _FAILED_STATES
-
-
-def _apply_signal(
-    mutation: ExecutionMutation,
-    name: str,
-    signal_input: list[Any],
-    request_id: str,
-    *,
-    identity: str,
-    external: dict[str, Any] | None = None,
-) -> None:
-    ex = mutation.execution
-    if request_id:
-        if SignalRequest.objects.filter(run=ex, request_id=request_id).exists():
-            return
-        SignalRequest.objects.create(run=ex, request_id=request_id)
-    if ex.signal_count >= mutation.namespace.max_signals_per_execution:
-        raise ChronicleError(
-            ErrorCode.LIMIT_EXCEEDED,
-            f"run has reached {mutation.namespace.max_signals_per_execution} signals",
-        )
-    ex.signal_count += 1
-    mutation.add_outside_event(
-        EventType.WORKFLOW_EXECUTION_SIGNALED,
-        {
-            "signal_name": name,
-            "input": signal_input,
-            "identity": identity,
-            "request_id": request_id,
-            **(external or {}),
-        },
-        schedule_task=ex.wft_backoff_until is None,
-    )
-
-
-def signal_workflow_execution(
-    namespace: Namespace,
-    *,
-    workflow_id: str,
-    run_id: str | None,
-    signal_name: str,
-    input: list[Any],
-    request_id: str = "",
-    identity: str = "",
-    external: dict[str, Any] | None = None,
-) -> None:
-    """Signal a running run; ``external`` names the sending workflow when one sent it."""
-    if not signal_name or len(signal_name) > 1000:
-        raise invalid("signal_name must be 1 to 1000 characters")
-    check_payload(namespace, input, "signal input")
-    with transaction.atomic(durable=True):
-        execution = lock_execution(namespace, workflow_id, run_id)
-        if not execution.is_running:
-            raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
-        mutation = ExecutionMutation(execution, namespace)
-        _apply_signal(mutation, signal_name, input, request_id, identity=identity, external=external)
-        mutation.save()
-
-
-def request_cancel_workflow_execution(
-    namespace: Namespace,
-    *,
-    workflow_id: str,
-    run_id: str | None,
-    reason: str = "",
-    identity: str = "",
-    external: dict[str, Any] | None = None,
-) -> None:
-    """Ask the workflow to cancel; a no-op on a closed or already-cancelling run.
-
-    ``external`` names the requesting workflow and its Initiated event when one asked.
-    """
-    with transaction.atomic(durable=True):
-        mutation = ExecutionMutation(lock_execution(namespace, workflow_id, run_id), namespace)
-        request_cancel_txn(mutation, reason=reason, identity=identity, external=external)
-        mutation.save()
-
-
-def request_cancel_txn(
-    mutation: ExecutionMutation, *, reason: str, identity: str, external: dict[str, Any] | None = None
-) -> None:
-    """Record a cancel request on a locked run; a no-op on a closed or already-cancelling run."""
-    execution = mutation.execution
-    if not execution.is_running or execution.cancel_requested:
-        return
-    execution.cancel_requested = True
-    mutation.add_outside_event(
-        EventType.WORKFLOW_EXECUTION_CANCEL_REQUESTED,
-        {"cause": reason, "identity": identity, **(external or {})},
-    )
-
-
-def terminate_workflow_execution(
-    namespace: Namespace,
-    *,
-    workflow_id: str,
-    run_id: str | None,
-    reason: str = "",
-    details: Any = None,
-    identity: str = "",
-) -> None:
-    """Close the run at once; NotFound on a closed run (Temporal's rule)."""
-    with transaction.atomic(durable=True):
-        execution = lock_execution(namespace, workflow_id, run_id)
-        if not execution.is_running:
-            raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
-        mutation = ExecutionMutation(execution, namespace)
-        terminate_txn(mutation, reason, details, identity)
-        mutation.save()
-
-
-def create_query(
-    namespace: Namespace,
-    *,
-    workflow_id: str,
-    run_id: str | None,
-    query_type: str,
-    query_args: list[Any],
-) -> WorkflowQuery:
-    """Buffer the query for the next workflow task, or queue a query task; no history."""
-    check_payload(namespace, query_args, "query args")
-    with transaction.atomic(durable=True):
-        execution = lock_execution(namespace, workflow_id, run_id)
-        query = WorkflowQuery.objects.create(run=execution, query_type=query_type, query_args=query_args)
-        mutation = ExecutionMutation(execution, namespace)
-        enqueue_query_txn(mutation, query)
-        mutation.save()
-    return query
-
-
-def continue_as_new_txn(
-    mutation: ExecutionMutation, attrs: dict[str, Any], *, completed_event_id: int
-) -> None:
-    """Close the run as ContinuedAsNew and create the next run of the chain (temporal-semantics §8).
-
-    Type, queue and the run and task timeouts default to the current run's; input, header,
-    memo, search attributes, retry policy and cron schedule come from the command alone (the
-    SDK fills them from the current run); the execution expiration is always kept.
-    """
-    ex = mutation.execution
-    header = attrs.get("header") or {}
-    requested_backoff = float(attrs.get("backoff_start_interval") or 0)
-    req = StartRequest(
-        workflow_id=ex.workflow_id,
-        workflow_type=(attrs.get("workflow_type") or {}).get("name") or ex.workflow_type,
-        task_queue=(attrs.get("task_queue") or {}).get("name") or ex.task_queue,
-        input=attrs.get("input") or [],
-        run_timeout=float(attrs.get("workflow_run_timeout") or ex.run_timeout),
-        task_timeout=float(attrs.get("workflow_task_timeout") or ex.task_timeout),
-        execution_timeout=ex.execution_timeout,
-        memo=attrs.get("memo") or {},
-        search_attributes=attrs.get("search_attributes") or {},
-        retry_policy=attrs.get("retry_policy"),
-        cron_schedule=attrs.get("cron_schedule") or "",
-        start_delay=_continue_as_new_backoff(mutation, requested_backoff),
-    )
-    new = _start_follower(
-        mutation,
-        req,
-        attempt=1,
-        extra_start_attrs={"initiator": "WORKFLOW", "header": header},
-        last_completion_result=attrs.get("last_completion_result", ex.last_completion_result),
-    )
-    mutation.close(
-        ExecutionStatus.CONTINUED_AS_NEW,
-        EventType.WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
-        {
-            "new_execution_run_id": str(new.run_id),
-            "workflow_type": {"name": req.workflow_type},
-            "task_queue": {"name": req.task_queue},
-            "input": req.input,
-            "workflow_run_timeout": req.run_timeout,
-            "workflow_task_timeout": req.task_timeout,
-            "backoff_start_interval": requested_backoff,
-            "initiator": "WORKFLOW",
-            "header": header,
-            "memo": req.memo,
-            "search_attributes": req.search_attributes,
-            "last_completion_result": new.last_completion_result,
-            "workflow_task_completed_event_id": completed_event_id,
-        },
-    )
-
-
-def _continue_as_new_backoff(mutation: ExecutionMutation, requested: float) -> float:
-    """Runs of one workflow id start at least the namespace's minimal interval apart.
-
-    Temporal's guard against a tight continue-as-new loop: a run that lived less than
-    the interval has the next run's first workflow task held back for the difference.
-    """
-    lifetime = (mutation.now - mutation.execution.execution_time).total_seconds()
-    minimum = mutation.namespace.workflow_id_reuse_minimal_interval
-    if lifetime + requested < minimum:
-        return round(minimum - lifetime, 3)
-    return requested
-
-
-def complete_workflow_txn(mutation: ExecutionMutation, result: Any, *, completed_event_id: int) -> None:
-    """Close the run as completed; a cron run starts the chain's next run."""
-    ex = mutation.execution
-    ex.result = result
-    new_run_id = _next_cron_run(mutation, result=result, failure=None)
-    mutation.close(
-        ExecutionStatus.COMPLETED,
-        EventType.WORKFLOW_EXECUTION_COMPLETED,
-        {
-            "result": result,
-            "new_execution_run_id": new_run_id,
-            "workflow_task_completed_event_id": completed_event_id,
-        },
-    )
-
-
-def fail_workflow_txn(
-    mutation: ExecutionMutation, failure: dict[str, Any], *, completed_event_id: int
-) -> None:
-    """Close the run as failed, starting its retry when the workflow's retry policy allows.
-
-    A retry comes before cron: a cron run's next scheduled run starts only when no
-    retry does.
-    """
-    mutation.execution.failure = failure
-    retry_state, new_run_id = _retry_workflow(mutation, failure)
-    if new_run_id is None:
-        new_run_id = _next_cron_run(mutation, result=None, failure=failure)
-    mutation.close(
-        ExecutionStatus.FAILED,
-        EventType.WORKFLOW_EXECUTION_FAILED,
-        {
-            "failure": failure,
-            "retry_state": retry_state,
-            "new_execution_run_id": new_run_id,
-            "workflow_task_completed_event_id": completed_event_id,
-        },
-    )
-
-
-def time_out_workflow_txn(mutation: ExecutionMutation, *, run_timeout: bool) -> None:
-    """Close the run as timed out; a run timeout before the execution expires retries, then crons."""
-    ex = mutation.execution
-    failure = {"message": "workflow timed out", "timeout_failure_info": {"timeout_type": "START_TO_CLOSE"}}
-    ex.failure = failure
-    expired = ex.execution_expiration_time is not None and ex.execution_expiration_time <= mutation.now
-    retry_state, new_run_id = "RETRY_STATE_TIMEOUT", None
-    if run_timeout and not expired:
-        retry_state, new_run_id = _retry_workflow(mutation, failure)
-        if new_run_id is None:
-            new_run_id = _next_cron_run(mutation, result=None, failure=failure)
-    mutation.close(
-        ExecutionStatus.TIMED_OUT,
-        EventType.WORKFLOW_EXECUTION_TIMED_OUT,
-        {"retry_state": retry_state, "new_execution_run_id": new_run_id},
-    )
-    release_buffered_queries_txn(mutation)
-
-
-def _retry_workflow(mutation: ExecutionMutation, failure: dict[str, Any]) -> tuple[str, str | None]:
-    """Decide a workflow retry (none without a policy); on yes, create the next run as a follower.
-
-    Return the ``retry_state`` for the close event and the new run's id, if any.
-    """
-    ex = mutation.execution
-    if ex.retry_policy is None:
-        return "RETRY_STATE_RETRY_POLICY_NOT_SET", None
-    decision = decide_retry(
-        normalize_retry_policy(ex.retry_policy),
-        attempt=ex.attempt,
-        failure=failure,
-        now=mutation.now,
-        expiration=ex.execution_expiration_time,
-    )
-    if not decision.retry:
-        return decision.retry_state, None
-    new = _start_follower(
-        mutation,
-        _same_options(ex, start_delay=decision.delay),
-        attempt=ex.attempt + 1,
-        extra_start_attrs={"initiator": "RETRY", "continued_failure": failure},
-        last_completion_result=ex.last_completion_result,
-    )
-    return "RETRY_STATE_IN_PROGRESS", str(new.run_id)
-
-
-def _next_cron_run(mutation: ExecutionMutation, *, result: Any, failure: dict[str, Any] | None) -> str | None:
-    """Start a cron run's successor at the next cron time; None without a schedule.
-
-    The next time follows this run's scheduled time, skipping times already past. The
-    chain ends when that time would reach the execution expiration. A completed run
-    hands its result on; a failed one hands on its failure and the last result before it.
-    """
-    ex = mutation.execution
-    if not ex.cron_schedule:
-        return None
-    delay = cron_backoff_seconds(ex.cron_schedule, ex.execution_time, mutation.now)
-    expiration = ex.execution_expiration_time
-    if expiration is not None and mutation.now + timedelta(seconds=delay) >= expiration:
-        return None
-    last_result = result if failure is None else ex.last_completion_result
-    new = _start_follower(
-        mutation,
-        _same_options(ex, start_delay=delay),
-        attempt=1,
-        extra_start_attrs={"initiator": "CRON_SCHEDULE", "continued_failure": failure},
-        last_completion_result=last_result,
-    )
-    return str(new.run_id)
-
-
-def _same_options(ex: WorkflowExecution, *, start_delay: float) -> StartRequest:
-    """The current run's start options, for a retry or the next cron run."""
-    return StartRequest(
-        workflow_id=ex.workflow_id,
-        workflow_type=ex.workflow_type,
-        task_queue=ex.task_queue,
-        input=ex.input,
-        execution_timeout=ex.execution_timeout,
-        run_timeout=ex.run_timeout,
-        task_timeout=ex.task_timeout,
-        memo=ex.memo,
-        search_attributes=ex.search_attributes,
-        retry_policy=ex.retry_policy,
-        cron_schedule=ex.cron_schedule,
-        start_delay=start_delay,
-    )
-
-
-def _start_follower(
-    mutation: ExecutionMutation,
-    req: StartRequest,
-    *,
-    attempt: int,
-    extra_start_attrs: dict[str, Any],
-    last_completion_result: Any,
-) -> WorkflowExecution:
-    """Create the chain's next run, linked both ways, saved after the current run closes.
-
-    On the same task queue it stays on the run's build; on another it takes that queue's current one.
-    """
-    ex = mutation.execution
-    new = _create_run(
-        mutation.namespace,
-        req,
-        signal=None,
-        previous=ex,
-        first_run_id=ex.first_run_id,
-        attempt=attempt,
-        extra_start_attrs={**extra_start_attrs, "last_completion_result": last_completion_result},
-        inherited_expiration=ex.execution_expiration_time,
-        inherited_build_id=ex.assigned_build_id if req.task_queue == ex.task_queue else None,
-    )
-    new.execution.last_completion_result = last_completion_result
-    ex.new_run_id = new.execution.run_id
-    mutation.followers.append(new)
-    return new.execution
