@@ -162,8 +162,9 @@ from chronicle.lane_asgi import serve as serve_lane  # noqa: E402
 from executions.lane import ROUTES as CLIENT_ROUTES  # noqa: E402
 from executions.ui.urls import websocket_urlpatterns  # noqa: E402  (needs Django set up)
 from matching.lane import ROUTE as WORKER_ROUTE  # noqa: E402
+from matching.lane_batch import ROUTE as WORKER_BATCH_ROUTE  # noqa: E402
 
-LANE_ROUTES = [WORKER_ROUTE, *CLIENT_ROUTES]
+LANE_ROUTES = [WORKER_ROUTE, WORKER_BATCH_ROUTE, *CLIENT_ROUTES]
 
 application = ProtocolTypeRouter(
     {

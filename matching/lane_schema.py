@@ -18,6 +18,7 @@ from matching import schemas
 from matching.api import ASYNC_ENDPOINTS
 from matching.dispatch import MAX_TASKS_PER_POLL
 from matching.lane import ENDPOINTS
+from matching.lane_batch import ReportBatch, ReportBatchAnswer
 
 QUEUE_PATH = "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/"
 _RESPONSES: dict[str, type[Any]] = {
@@ -57,6 +58,7 @@ def add_lane_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) ->
         result, described.response_components(generator, QUEUE_PATH, _RESPONSES.values())
     )
     paths = result.setdefault("paths", {})
+    _add_batch(result, paths)
     for endpoint in ENDPOINTS:
         tail = endpoint.path.replace("/", "_").replace("-", "_")
         paths.setdefault(QUEUE_PATH + endpoint.path, {})["post"] = described.operation(
@@ -110,3 +112,18 @@ def _task_or_tasks(task: str) -> dict[str, Any]:
     one = {"$ref": described.REF.format(name=task)}
     many = {"type": "object", "properties": {"tasks": {"type": "array", "items": one}}, "required": ["tasks"]}
     return {"oneOf": [one, many]}
+
+
+def _add_batch(result: dict[str, Any], paths: dict[str, Any]) -> None:
+    """The batch of token calls, from the structs that decode and answer it."""
+    described.add_components(result, described.request_components([ReportBatch, ReportBatchAnswer]))
+    paths.setdefault(QUEUE_PATH + "responses", {})["post"] = described.operation(
+        operation_id="v1_namespaces_task_queues_responses_create",
+        summary="Several token calls of one task queue, each answered as on its own",
+        description="Each call (kind: the endpoint under the queue, body: its body) is checked, "
+        "rate-limited and written as it would be alone, in its own transaction.",
+        tag="worker",
+        parameters=("namespace", "task_queue"),
+        request="ReportBatch",
+        responses={200: "ReportBatchAnswer"},
+    )

@@ -66,15 +66,22 @@ def error_from_response(response: httpx.Response) -> RPCError:
         body = response.json()
     except ValueError:
         body = {}
+    if isinstance(body, dict) and not body.get("message"):
+        body = {**body, "message": response.text[:500]}
+    return error_from(response.status_code, body, _retry_after(response))
+
+
+def error_from(status: int, body: Any, retry_after: float | None = None) -> RPCError:
+    """The SDK exception for an error answer's status and ``{"code", "message", "details"}``
+    (also what each call of a batch answers)."""
     if not isinstance(body, dict):
         body = {}
     code = str(body.get("code") or "")
-    message = str(body.get("message") or response.text[:500] or f"HTTP {response.status_code}")
+    message = str(body.get("message") or f"HTTP {status}")
     details = body.get("details")
-    status = response.status_code
     if status == 429:
         return RateLimitedError(
-            message, status=status, code=code, details=details, retry_after=_retry_after(response)
+            message, status=status, code=code, details=details, retry_after=max(0.0, float(retry_after or 1))
         )
     if status == 404 or code in NOT_FOUND_CODES:
         return NotFoundError(message, status=status, code=code, details=details)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -18,6 +19,7 @@ from sdk._http import NotFoundError
 from sdk.client import Client
 from sdk.exceptions import RPCError
 from sdk.worker._activities import REPORT_BACKOFF_MAX, ActivityRunner
+from sdk.worker._reports import ReportBatcher
 from sdk.worker._workflows import WorkflowRunner
 
 log = logging.getLogger("sdk.worker")
@@ -93,6 +95,7 @@ class Worker:
         self._done = asyncio.Event()
         self.shutdown_report_grace = shutdown_report_grace.total_seconds()
         self._abandon_reports = asyncio.Event()
+        self._reports = ReportBatcher(client.transport, f"/task-queues/{quote(task_queue, safe='')}/")
 
     async def run(self) -> None:
         """Poll until :meth:`shutdown`; then finish what is in flight and return (a worker runs once)."""
@@ -227,7 +230,7 @@ class Worker:
                 )
                 return None
             try:
-                return await self.client.transport.post(path, body, retry=False)
+                return await self._reports.post(path, body)
             except NotFoundError as exc:
                 log.warning("server refused the task token (%s); dropping the outcome", exc.message)
                 return None

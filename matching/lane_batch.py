@@ -1,0 +1,83 @@
+"""Several token calls in one request: a worker's reports sent together.
+
+A busy worker finishes tasks faster than one request at a time can report them. Its
+reports made while another is on its way go together in one request,
+``POST .../task-queues/{queue}/responses`` with ``{"responses": [{"kind": <endpoint>,
+"body": <that endpoint's body>}, ...]}``, and the answer lists, in the same order,
+``{"status", "body"}`` as each call on its own would have answered (``retry_after`` with
+a 429). Each call is checked, rate-limited and written exactly as on its own
+(:func:`matching.lane.respond`), in its own transaction: one call's refusal does not
+touch the others, and the batch costs one request's parsing, routing and thread trip.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import msgspec
+
+from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.lane import Call, Reply, decode_body, encode, require_method
+from chronicle.lane_asgi import Route, one_trip
+from matching.lane import ENDPOINTS, respond
+from namespaces.auth import api_key_from_header
+
+MAX_RESPONSES = 64
+_BY_KIND = {endpoint.path: endpoint for endpoint in ENDPOINTS}
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """One call of a batch: which token call, and its body as it would be sent alone."""
+
+    kind: str
+    body: msgspec.Raw
+
+
+class ReportBatch(msgspec.Struct, kw_only=True):
+    """Token calls of one task queue, answered in order (1 to 64)."""
+
+    responses: Annotated[list[Report], msgspec.Meta(min_length=1, max_length=MAX_RESPONSES)]
+
+
+class ReportAnswer(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What one call of a batch answered: its status and body, as on its own."""
+
+    status: int
+    body: msgspec.Raw
+    retry_after: float | None = None
+
+
+class ReportBatchAnswer(msgspec.Struct, kw_only=True):
+    responses: list[ReportAnswer]
+
+
+def answer_batch(call: Call) -> Reply:
+    """The key, method and path once; then each call as on its own, its answer or error kept."""
+    key = api_key_from_header(call.authorization)
+    require_method(call, "POST")
+    call.refuse_nul_in_path()
+    batch = decode_body(call.body, ReportBatch)
+    namespace, task_queue = call.params["namespace"], call.params["task_queue"]
+    answers = [_one(key, namespace, task_queue, report) for report in batch.responses]
+    return Reply(200, encode(ReportBatchAnswer(responses=answers)))
+
+
+def _one(key: object, namespace: str, task_queue: str, report: Report) -> ReportAnswer:
+    endpoint = _BY_KIND.get(report.kind)
+    try:
+        if endpoint is None:
+            known = ", ".join(sorted(_BY_KIND))
+            raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"unknown kind {report.kind!r} (one of {known})")
+        body = respond(endpoint, key, namespace, task_queue, bytes(report.body))
+    except ChronicleError as error:
+        refusal = msgspec.Raw(encode(error.as_dict()))
+        return ReportAnswer(status=error.status, body=refusal, retry_after=error.retry_after)
+    return ReportAnswer(status=200, body=msgspec.Raw(body))
+
+
+_HANDLER = one_trip(answer_batch)
+ROUTE = Route(
+    re.compile(r"/api/v1/namespaces/(?P<namespace>[^/]+)/task-queues/(?P<task_queue>[^/]+)/responses\Z"),
+    lambda match: _HANDLER,
+)
