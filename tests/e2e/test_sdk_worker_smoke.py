@@ -165,10 +165,12 @@ def test_non_retryable_sync_activity_failure_is_not_retried(
 
 
 cancel_seen = threading.Event()
+activity_running = threading.Event()
 
 
 @activity.defn
 def wait_for_cancel() -> str:
+    activity_running.set()
     while not activity.is_cancelled():
         activity.heartbeat("working")
         activity.wait_for_cancelled_sync(0.1)
@@ -178,6 +180,7 @@ def wait_for_cancel() -> str:
 
 @activity.defn
 async def wait_for_cancel_async() -> str:
+    activity_running.set()
     try:
         while True:
             activity.heartbeat("working")
@@ -193,11 +196,14 @@ def test_cancel_reaches_a_heartbeating_activity(
     stack: Stack, tenant: Tenant, api: Api, worker: ScriptedWorker, sleeper: Any
 ) -> None:
     cancel_seen.clear()
+    activity_running.clear()
 
     def script() -> dict[str, Any]:
         wid = _wid()
         api.start(wid, worker.queue)
         _schedule(worker, sleeper.__name__, heartbeat_timeout=2)
+        # The cancel must find the activity running (one not started yet is canceled at once).
+        assert activity_running.wait(20)
         api.post(f"/workflows/{wid}/signal", {"signal_name": "stop"})
         task = worker.poll_workflow_task(timeout=20)
         scheduled = next(
