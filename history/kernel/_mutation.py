@@ -39,8 +39,8 @@ from history.kernel.wakeups import (
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
+    PendingActivity,
     PendingChildExecution,
-    Schedule,
     Task,
     TaskKind,
     TimerKind,
@@ -91,6 +91,9 @@ class ExecutionMutation:
         self._events: list[HistoryEvent] = []
         self._tasks: list[Task] = []
         self._timers: list[TimerTask] = []
+        # Pending-activity rows this change adds, and the ids of those it deletes.
+        self._activities: list[PendingActivity] = []
+        self._gone_activities: list[int] = []
         self._notifications: set[tuple[str, str]] = set()
         # Tasks added per wake-up key: sent as one counted notification per key (see save).
         self._task_wakeups: Counter[str] = Counter()
@@ -288,10 +291,8 @@ class ExecutionMutation:
 
     @property
     def pending_tasks(self) -> list[Task]:
-        """The task rows this mutation will insert."""
         return list(self._tasks)
 
-    # -- rows ---------------------------------------------------------------------
     def add_task(
         self,
         kind: str,
@@ -343,6 +344,26 @@ class ExecutionMutation:
         )
         self._notifications.add((TIMERS_CHANNEL, f"{self.execution.shard_id}|{fire_at.timestamp()}"))
 
+    def add_activity(self, activity: PendingActivity) -> None:
+        """A new pending-activity row, inserted with the run's write."""
+        self._activities.append(activity)
+
+    def drop_activity(self, activity: PendingActivity) -> None:
+        """Delete a pending-activity row with the run's write (one this change added is just
+        not inserted)."""
+        if any(activity is new for new in self._activities):
+            self._activities = [new for new in self._activities if new is not activity]
+        else:
+            self._gone_activities.append(activity.pk)
+
+    def new_activity(self, scheduled_event_id: int) -> PendingActivity | None:
+        """The pending activity this change added for ``scheduled_event_id``, if any."""
+        return next((a for a in self._activities if a.scheduled_event_id == scheduled_event_id), None)
+
+    @property
+    def new_activities(self) -> list[PendingActivity]:
+        return list(self._activities)
+
     def notify_history(self) -> None:
         self._notifications.add((HISTORY_CHANNEL, str(self.execution.run_id)))
 
@@ -362,26 +383,11 @@ class ExecutionMutation:
         return event_id
 
     def _wake_schedule(self) -> None:
-        """A run a schedule started closed: fire the schedule now so it sees the close.
-
-        The schedule decides overlap and starts buffered actions in its own firing; this
-        only inserts its timer row, so no schedule row is locked after a run row.
-        """
-        schedule_id = self.execution.search_attributes.get(SCHEDULED_BY_ID)
-        if not isinstance(schedule_id, str):
-            return
-        row = (
-            Schedule.objects.filter(namespace_id=self.execution.namespace_id, schedule_id=schedule_id)
-            .values_list("id", "shard_id")
-            .first()
-        )
-        if row is None:
-            return
-        pk, shard_id = row
-        self._timers.append(
-            TimerTask(shard_id=shard_id, fire_at=self.now, kind=TimerKind.SCHEDULE, schedule_id=pk)
-        )
-        self._notifications.add((TIMERS_CHANNEL, f"{shard_id}|{self.now.timestamp()}"))
+        """A run a schedule started closed: fire the schedule now (see ``closing``)."""
+        timer = closing.schedule_wakeup(self.execution, SCHEDULED_BY_ID, self.now)
+        if timer is not None:
+            self._timers.append(timer)
+            self._notifications.add((TIMERS_CHANNEL, f"{timer.shard_id}|{self.now.timestamp()}"))
 
     def enforce_history_limits(self) -> None:
         """Past the namespace's history limits the run is terminated (Temporal's rule)."""
@@ -430,6 +436,7 @@ class ExecutionMutation:
         self.enforce_history_limits()
         if self.closed_now:
             ex = self.execution
+            self._activities = []  # a closed run keeps no pending activity
             closing.drop_pending_work(write, [ex.run_id])
             self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
             for kind, scheduled_event_id in closing.child_duties(ex, has_children=may_have_children(ex)):
@@ -465,8 +472,10 @@ def _write_pending_rows(mutations: list[ExecutionMutation], write: store.Write) 
         [e for m in mutations for e in m._events],
         [t for m in mutations for t in m._tasks],
         [t for m in mutations for t in m._timers],
+        [a for m in mutations for a in m._activities],
     ):
         store.insert_rows(write, rows)
+    store.delete_rows(write, PendingActivity, [pk for m in mutations for pk in m._gone_activities])
     wakeups: Counter[str] = sum((m._task_wakeups for m in mutations), Counter())
     notifications = {n for m in mutations for n in m._notifications}
     notifications |= {(TASKS_CHANNEL, task_wakeup_payload(key, n)) for key, n in wakeups.items() if n > 0}
@@ -475,6 +484,7 @@ def _write_pending_rows(mutations: list[ExecutionMutation], write: store.Write) 
     followers = [f for m in mutations for f in m.followers]
     for m in mutations:
         m._events, m._tasks, m._timers, m.followers = [], [], [], []
+        m._activities, m._gone_activities = [], []
         m._offloaded = payloads.Offloaded()
         m._notifications.clear()
         m._task_wakeups.clear()

@@ -83,8 +83,9 @@ def schedule_activity_txn(
 def _create_pending(
     m: ExecutionMutation, scheduled: int, *, dispatch: bool, **fields: Any
 ) -> PendingActivity:
-    """The pending row of a scheduled activity, its schedule-to-close timer and first dispatch."""
-    activity = PendingActivity.objects.create(
+    """The pending row of a scheduled activity (inserted with the run's write), its
+    schedule-to-close timer and first dispatch."""
+    activity = PendingActivity(
         run=m.execution,
         shard_id=m.execution.shard_id,
         scheduled_event_id=scheduled,
@@ -93,6 +94,7 @@ def _create_pending(
         scheduled_time=m.now,
         **fields,
     )
+    m.add_activity(activity)
     if activity.schedule_to_close_timeout > 0:
         m.add_timer(
             TimerKind.ACTIVITY_TIMEOUT,
@@ -104,6 +106,12 @@ def _create_pending(
     if dispatch:
         _dispatch_attempt(m, activity)
     return activity
+
+
+def save_activity_fields(activity: PendingActivity, fields: list[str]) -> None:
+    """Write these fields of a stored row now; a row this change added goes in whole."""
+    if not activity._state.adding:
+        activity.save(update_fields=fields)
 
 
 def restore_activity_txn(m: ExecutionMutation, scheduled_event_id: int, attrs: dict[str, Any]) -> None:
@@ -188,7 +196,7 @@ def start_activity_txn(
     activity.started_identity = identity
     activity.started_request_id = request_id
     activity.last_heartbeat_time = None
-    activity.save(update_fields=_STARTED_FIELDS)
+    save_activity_fields(activity, _STARTED_FIELDS)
     m.add_timer(
         TimerKind.ACTIVITY_TIMEOUT,
         m.now + timedelta(seconds=activity.start_to_close_timeout),
@@ -234,7 +242,7 @@ def _lock_activity(
     unknown, and an attempt that has moved on as stale."""
     ex = tokens.lock_token_run(token, scope)
     activity = (
-        (PendingActivity.objects.select_for_update().filter(run=ex, scheduled_event_id=token["s"]).first())
+        next(iter(PendingActivity.objects.raw(_LOCK_ACTIVITY_SQL, [ex.run_id, token["s"]])), None)
         if ex.is_running
         else None
     )
@@ -243,6 +251,12 @@ def _lock_activity(
     if activity is None or activity.attempt != token["a"] or activity.state != ActivityState.STARTED:
         raise ChronicleError(ErrorCode.STALE_TASK, "activity task not found (stale or completed)")
     return ExecutionMutation(ex, ex.namespace), activity
+
+
+# One fixed statement: every activity report locks its row (the ORM compiled this each time).
+_LOCK_ACTIVITY_SQL = (
+    f"SELECT * FROM {PendingActivity._meta.db_table} WHERE run_id = %s AND scheduled_event_id = %s FOR UPDATE"
+)
 
 
 def _close_activity(
@@ -268,7 +282,7 @@ def _close_activity(
         event_type,
         {"scheduled_event_id": activity.scheduled_event_id, "started_event_id": started, **attrs},
     )
-    activity.delete()
+    m.drop_activity(activity)
 
 
 def _finish(m: ExecutionMutation, wanted: WorkflowTaskWanted | None = None) -> WorkflowTaskResponse | None:
@@ -435,32 +449,6 @@ def record_activity_task_heartbeat(*, scope: tokens.TaskScope, task_token: str, 
         activity.last_heartbeat_time = m.now
         activity.save(update_fields=["heartbeat_details", "last_heartbeat_time"])
         return activity.cancel_requested_event_id != 0
-
-
-def cancel_activity_txn(m: ExecutionMutation, activity: PendingActivity, *, completed_event_id: int) -> None:
-    """RequestCancelActivityTask: an unstarted activity is canceled in the same completion."""
-    requested = m.append(
-        EventType.ACTIVITY_TASK_CANCEL_REQUESTED,
-        {
-            "scheduled_event_id": activity.scheduled_event_id,
-            "workflow_task_completed_event_id": completed_event_id,
-        },
-    )
-    if activity.state == ActivityState.SCHEDULED:
-        m.append(
-            EventType.ACTIVITY_TASK_CANCELED,
-            {
-                "scheduled_event_id": activity.scheduled_event_id,
-                "started_event_id": 0,
-                "latest_cancel_requested_event_id": requested,
-                "identity": "",
-            },
-        )
-        activity.delete()
-        m.force_new_task = True
-        return
-    activity.cancel_requested_event_id = requested
-    activity.save(update_fields=["cancel_requested_event_id"])
 
 
 def time_out_activity_txn(m: ExecutionMutation, activity: PendingActivity, timeout_type: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.db import connection
 
@@ -19,6 +20,7 @@ from history.models import (
     PendingActivity,
     PendingChildExecution,
     PendingExternalRequest,
+    Schedule,
     Task,
     TimerKind,
     TimerTask,
@@ -86,3 +88,24 @@ def child_duties(execution: WorkflowExecution, *, has_children: bool) -> list[tu
             cursor.execute(_STARTED_CHILDREN, [execution.run_id, abandon, execution.run_id, abandon])
             duties += [(TimerKind.PARENT_CLOSE_POLICY, initiated) for (initiated,) in cursor.fetchall()]
     return duties
+
+
+def schedule_wakeup(execution: WorkflowExecution, scheduled_by: str, now: datetime) -> TimerTask | None:
+    """For a run a schedule started (its ``scheduled_by`` search attribute), the timer row
+    that fires that schedule now, so it sees the close; None for any other run.
+
+    The schedule decides overlap and starts buffered actions in its own firing; this only
+    adds its timer row, so no schedule row is locked after a run row.
+    """
+    schedule_id = execution.search_attributes.get(scheduled_by)
+    if not isinstance(schedule_id, str):
+        return None
+    row = (
+        Schedule.objects.filter(namespace_id=execution.namespace_id, schedule_id=schedule_id)
+        .values_list("id", "shard_id")
+        .first()
+    )
+    if row is None:
+        return None
+    pk, shard_id = row
+    return TimerTask(shard_id=shard_id, fire_at=now, kind=TimerKind.SCHEDULE, schedule_id=pk)

@@ -6,14 +6,14 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db import connection
 
 from chronicle.errors import invalid
 from history.cron import CronError, validate_cron
 from history.kernel import children
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import (
-    cancel_activity_txn,
+    save_activity_fields,
     schedule_activity_txn,
     start_activity_txn,
 )
@@ -22,7 +22,7 @@ from history.kernel.command_checks import CommandRejected
 from history.kernel.command_checks import require_name as _name
 from history.kernel.command_checks import require_seconds as _seconds
 from history.kernel.retry import normalize_retry_policy
-from history.models import ExecutionStatus, PendingActivity, TimerKind, TimerTask
+from history.models import ActivityState, ExecutionStatus, PendingActivity, TimerKind, TimerTask
 from history.vocabulary import CLOSE_COMMANDS, CommandType, EventType
 from namespaces.search_attributes import (
     BadSearchAttributes,
@@ -74,13 +74,10 @@ def _schedule_activity(
     type_name = activity_type.get("name") if isinstance(activity_type, dict) else activity_type
     if not isinstance(type_name, str) or not type_name:
         raise CommandRejected(cause, "activity_type is required")
-    # Both checks in one statement: every scheduled activity pays for them.
-    pending = PendingActivity.objects.filter(run=m.execution).aggregate(
-        same_id=Count("id", filter=Q(activity_id=activity_id)), total=Count("id")
-    )
-    if pending["same_id"]:
+    same_id, total = _pending_activities(m, activity_id)
+    if same_id:
         raise CommandRejected("SCHEDULE_ACTIVITY_DUPLICATE_ID", f"activity_id {activity_id!r} is pending")
-    if pending["total"] >= m.namespace.max_pending_activities:
+    if total >= m.namespace.max_pending_activities:
         raise CommandRejected("PENDING_ACTIVITIES_LIMIT_EXCEEDED", "too many pending activities")
     try:
         policy = normalize_retry_policy(a.get("retry_policy"))
@@ -111,16 +108,61 @@ def _schedule_activity(
     return None
 
 
+_PENDING_ACTIVITIES_SQL = (
+    f"SELECT count(*) FILTER (WHERE activity_id = %s), count(*) FROM {PendingActivity._meta.db_table} "
+    "WHERE run_id = %s"
+)
+
+
+def _pending_activities(m: ExecutionMutation, activity_id: str) -> tuple[int, int]:
+    """How many of the run's pending activities have ``activity_id``, and how many there are,
+    counting those scheduled earlier in this same completion (inserted with its write).
+    One fixed statement: every scheduled activity pays for it."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PENDING_ACTIVITIES_SQL, [activity_id, m.execution.run_id])
+        same_id, total = cursor.fetchone()
+    new = m.new_activities
+    return same_id + sum(a.activity_id == activity_id for a in new), total + len(new)
+
+
 def _request_cancel_activity(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     scheduled = a.get("scheduled_event_id")
     if not isinstance(scheduled, int) or isinstance(scheduled, bool):
         raise CommandRejected(
             "BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", "scheduled_event_id must be an integer"
         )
-    activity = PendingActivity.objects.filter(run=m.execution, scheduled_event_id=scheduled).first()
+    activity = m.new_activity(scheduled) or (
+        PendingActivity.objects.filter(run=m.execution, scheduled_event_id=scheduled).first()
+    )
     if activity is None:
         raise CommandRejected("BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", f"no pending activity {scheduled}")
     cancel_activity_txn(m, activity, completed_event_id=wtc)
+
+
+def cancel_activity_txn(m: ExecutionMutation, activity: PendingActivity, *, completed_event_id: int) -> None:
+    """RequestCancelActivityTask: an unstarted activity is canceled in the same completion."""
+    requested = m.append(
+        EventType.ACTIVITY_TASK_CANCEL_REQUESTED,
+        {
+            "scheduled_event_id": activity.scheduled_event_id,
+            "workflow_task_completed_event_id": completed_event_id,
+        },
+    )
+    if activity.state == ActivityState.SCHEDULED:
+        m.append(
+            EventType.ACTIVITY_TASK_CANCELED,
+            {
+                "scheduled_event_id": activity.scheduled_event_id,
+                "started_event_id": 0,
+                "latest_cancel_requested_event_id": requested,
+                "identity": "",
+            },
+        )
+        m.drop_activity(activity)
+        m.force_new_task = True
+        return
+    activity.cancel_requested_event_id = requested
+    save_activity_fields(activity, ["cancel_requested_event_id"])
 
 
 def _start_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:

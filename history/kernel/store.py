@@ -97,6 +97,15 @@ def insert_rows(write: Write, rows: Sequence[models.Model]) -> None:
         write.returning.append((part, rows))
 
 
+def delete_rows(write: Write, model: type[models.Model], ids: Sequence[Any]) -> None:
+    """Add the deletion of ``model``'s rows with these primary keys to ``write``."""
+    if ids:
+        meta = model._meta
+        assert meta.pk is not None
+        table, pk = _quote(meta.db_table), _quote(meta.pk.column)
+        write.add(f"DELETE FROM {table} WHERE {pk} = ANY(%s)", [list(ids)])
+
+
 def update_changed_columns(write: Write, ex: WorkflowExecution) -> None:
     """Add an ``UPDATE`` of only the run's columns that changed since it was locked (or
     last written); nothing if none did, and the whole row for a run loaded another way.
