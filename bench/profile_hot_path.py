@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from django.db import connection  # noqa: E402
 from django.db.backends import utils as db_utils  # noqa: E402
 
 from namespaces.services import api_key_issue, namespace_create  # noqa: E402
+from tests.asgi_client import asgi_call  # noqa: E402
 
 STATEMENTS = [0]
 
@@ -68,54 +69,15 @@ def _commits() -> int:
 
 
 class AsgiClient:
-    """Calls an ASGI app as a server would, without sockets."""
+    """Calls the frontend's ASGI app as a server would, without sockets, with one key."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], authorization: str) -> None:
-        self.app = app
-        self.authorization = authorization.encode()
+    def __init__(self, authorization: str) -> None:
+        self.authorization = authorization
 
     async def call(self, method: str, path: str, body: Any = None, query: str = "") -> tuple[int, Any]:
         raw = json.dumps(body).encode() if body is not None else b""
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": query.encode(),
-            "root_path": "",
-            "headers": [
-                (b"host", b"127.0.0.1"),
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(raw)).encode()),
-                (b"authorization", self.authorization),
-            ],
-            "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 80),
-        }
-        inbox = [{"type": "http.request", "body": raw, "more_body": False}]
-        never = asyncio.Event()
-
-        async def receive() -> dict[str, Any]:
-            if inbox:
-                return inbox.pop(0)
-            await never.wait()  # the client never disconnects
-            return {"type": "http.disconnect"}
-
-        status, chunks = 0, []
-
-        async def send(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
-        await self.app(scope, receive, send)
-        data = b"".join(chunks)
-        return status, json.loads(data) if data else None
+        answer = await asgi_call(method, path, raw, authorization=self.authorization, query=query)
+        return answer.status_code, answer.json() if answer.content else None
 
 
 class Tally:
@@ -182,9 +144,7 @@ async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) 
 
 
 async def run(namespace: str, key: str, workflows: int, profile: bool) -> None:
-    from chronicle.asgi import application
-
-    client = AsgiClient(application, f"Bearer {key}")
+    client = AsgiClient(f"Bearer {key}")
     base, queue = f"/api/v1/namespaces/{namespace}", "hot"
     for _ in range(5):  # warm-up: imports, caches, the pool
         await one_workflow(client, base, queue, Tally())

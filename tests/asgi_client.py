@@ -39,14 +39,17 @@ def asgi_request(
 ) -> AsgiResponse:
     """One request to ``chronicle.asgi.application``; ``path`` is the decoded path."""
     raw = content.encode() if isinstance(content, str) else content
-    return async_to_sync(_call)(method, path, raw, authorization, query)
+    return async_to_sync(asgi_call)(method, path, raw, authorization=authorization, query=query)
 
 
 def asgi_post(path: str, body: dict[str, Any], *, authorization: str | None = None) -> AsgiResponse:
     return asgi_request("POST", path, json.dumps(body), authorization=authorization)
 
 
-async def _call(method: str, path: str, raw: bytes, authorization: str | None, query: str) -> AsgiResponse:
+async def asgi_call(
+    method: str, path: str, raw: bytes = b"", *, authorization: str | None = None, query: str = ""
+) -> AsgiResponse:
+    """The same, from a running event loop (``bench/profile_hot_path.py`` drives it so)."""
     from chronicle.asgi import application
 
     headers = [(b"host", b"testserver"), (b"content-type", b"application/json")]
