@@ -36,12 +36,16 @@ def archive_storage() -> Storage:
 
 
 def run_directory(namespace: Namespace, workflow_id: str) -> str:
-    parts = [
-        namespace.archival_prefix.strip("/"),
-        quote(namespace.name, safe=""),
-        quote(workflow_id, safe=""),
-    ]
+    parts = [namespace.archival_prefix.strip("/"), _segment(namespace.name), _segment(workflow_id)]
     return "/".join(p for p in parts if p)
+
+
+def _segment(name: str) -> str:
+    """``name`` as one path segment of its own: slashes escaped, and a name of dots (``.``,
+    ``..``), which a file system would read as this or the parent folder, spelled out, so
+    no namespace or workflow id can place an archive outside its own folder."""
+    quoted = quote(name, safe="")
+    return quoted.replace(".", "%2E") if set(quoted) == {"."} else quoted
 
 
 def archive_name(namespace: Namespace, workflow_id: str, run_id: str) -> str:
