@@ -23,6 +23,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import connection, transaction
 from django.template.loader import render_to_string
 
 from chronicle.conf import engine_settings
@@ -79,11 +80,15 @@ class Watch:
     def next_update(self) -> dict[str, Any] | None:
         """The events after the last one sent, rendered, or None when there are none yet.
 
-        The run is re-read before its events, so once it reads closed every event it wrote
-        is visible, and ``closed`` is only set after the last page went out.
+        The run and its events are read in one snapshot, so the status sent is the one
+        those events end at (a close between the two reads would otherwise send the close
+        event under a running status), and ``closed`` is only set after the last page went out.
         """
-        self.ex.refresh_from_db()
-        events, more = event_rows(self.ex, self.after)
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            self.ex.refresh_from_db()
+            events, more = event_rows(self.ex, self.after)
         if not events:
             self.closed = not self.ex.is_running
             return None
