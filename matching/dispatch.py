@@ -11,11 +11,12 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError
 from history import kernel
+from history.kernel import store
 from history.kernel.locks import lock_run
 from history.kernel.queries import query_task_token
 from history.kernel.responses import build_workflow_task_response
@@ -53,21 +54,24 @@ def _take_next(namespace: Namespace, task_queue: str, kind: str, build_id: str) 
     Only rows of the poller's build (``''`` for unversioned pollers) are candidates;
     ``build_id`` is an equality column of the dispatch index, so the scan stays ordered.
     """
-    taken = Task.objects.raw(
-        f"""
-        DELETE FROM {_TASKS} WHERE id = (
-            SELECT id FROM {_TASKS}
-            WHERE namespace_id = %s AND task_queue = %s AND kind = %s AND build_id = %s
-              AND visible_at <= %s
-            ORDER BY visible_at, id
-            LIMIT 1
-            FOR UPDATE SKIP LOCKED
-        )
-        RETURNING *
-        """,
-        [namespace.id, task_queue, kind, build_id, timezone.now()],
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, [namespace.id, task_queue, kind, build_id, timezone.now()])
+        row = cursor.fetchone()
+    return store.load(Task, row)[0] if row is not None else None
+
+
+# One fixed statement, read back without the ORM: every poll runs it.
+_CLAIM_SQL = f"""
+    DELETE FROM {_TASKS} AS t WHERE id = (
+        SELECT id FROM {_TASKS}
+        WHERE namespace_id = %s AND task_queue = %s AND kind = %s AND build_id = %s
+          AND visible_at <= %s
+        ORDER BY visible_at, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
     )
-    return next(iter(taken), None)
+    RETURNING {store.select_list(Task, "t")}
+"""
 
 
 def _take(namespace: Namespace, task_queue: str, kind: str, build_id: str) -> tuple[Task | None, bool]:

@@ -10,6 +10,9 @@ its task or timer rows, never the namespace row.
 from __future__ import annotations
 
 import uuid
+from typing import Any
+
+from django.db import connection
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel import store
@@ -36,16 +39,15 @@ def lock_execution(
             run_uuid = uuid.UUID(str(run_id))
         except ValueError:
             raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "run_id must be a UUID") from None
-        found = WorkflowExecution.objects.raw(
-            _LOCK_EXECUTION_SQL.format(where="AND run_id = %s", order=""),
-            [namespace.pk, workflow_id, run_uuid],
-        )
+        sql = _LOCK_EXECUTION_SQL.format(where="AND run_id = %s", order="")
+        params: list[Any] = [run_uuid]
     else:
-        found = WorkflowExecution.objects.raw(
-            _LOCK_EXECUTION_SQL.format(where="", order="ORDER BY status = %s DESC, start_time DESC"),
-            [namespace.pk, workflow_id, ExecutionStatus.RUNNING.value],
-        )
-    execution = next(iter(found), None)
+        sql = _LOCK_EXECUTION_SQL.format(where="", order="ORDER BY status = %s DESC, start_time DESC")
+        params = [ExecutionStatus.RUNNING.value]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [namespace.pk, workflow_id, *params])
+        row = cursor.fetchone()
+    execution = store.load(WorkflowExecution, row)[0] if row is not None else None
     if execution is None:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
     store.remember_saved_columns(execution)
@@ -53,7 +55,8 @@ def lock_execution(
 
 
 _LOCK_EXECUTION_SQL = (
-    f"SELECT * FROM {WorkflowExecution._meta.db_table} WHERE namespace_id = %s AND workflow_id = %s "
+    f"SELECT {store.select_list(WorkflowExecution, 'e')} FROM {WorkflowExecution._meta.db_table} e "
+    "WHERE namespace_id = %s AND workflow_id = %s "
     "{where} {order} LIMIT 1 FOR UPDATE"
 )
 
@@ -70,26 +73,24 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
         run_uuid = uuid.UUID(str(run_id))
     except ValueError:
         raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found") from None
-    execution = next(iter(WorkflowExecution.objects.raw(_LOCK_RUN_SQL, [run_uuid])), None)
-    if execution is None:
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_RUN_SQL, [run_uuid])
+        row = cursor.fetchone()
+    if row is None:
         raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found")
-    # The namespace's columns came back as extra attributes of the run: build it from them.
-    values = [execution.__dict__.pop(f"namespace__{field.column}") for field in _NAMESPACE_FIELDS]
-    execution.namespace = Namespace.from_db(
-        execution._state.db, [field.attname for field in _NAMESPACE_FIELDS], values
-    )
-    setattr(execution, _LOCK_FACTS, {name: execution.__dict__.pop(name) for name in _LOCK_FACT_NAMES})
+    execution, rest = store.load(WorkflowExecution, row)
+    # The namespace's columns and the lock's facts come after the run's.
+    execution.namespace, facts = store.load(Namespace, rest)
+    setattr(execution, _LOCK_FACTS, dict(zip(_LOCK_FACT_NAMES, facts, strict=True)))
     store.remember_saved_columns(execution)
     return execution
 
 
 _LOCK_FACTS = "_chronicle_lock_facts"
 _LOCK_FACT_NAMES = ("has_buffered_queries", "has_children")
-_NAMESPACE_FIELDS = Namespace._meta.concrete_fields
 _LOCK_RUN_SQL = (
-    "SELECT e.*, "
-    + ", ".join(f'n."{field.column}" AS "namespace__{field.column}"' for field in _NAMESPACE_FIELDS)
-    + f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id AND q.buffered"
+    f"SELECT {store.select_list(WorkflowExecution, 'e')}, {store.select_list(Namespace, 'n')}"
+    f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id AND q.buffered"
     f" AND q.state = '{QueryState.PENDING.value}') AS has_buffered_queries"
     f", EXISTS (SELECT 1 FROM {PendingChildExecution._meta.db_table} c"
     " WHERE c.run_id = e.run_id) AS has_children"

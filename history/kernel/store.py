@@ -20,7 +20,7 @@ import copy
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection, models
 
@@ -218,3 +218,34 @@ def remember_saved_columns(ex: WorkflowExecution) -> None:
         for value in (getattr(ex, f.attname),)
     }
     setattr(ex, _SAVED_COLUMNS, columns)
+
+
+@functools.cache
+def select_list(model: type[models.Model], alias: str) -> str:
+    """The model's columns, in its fields' order, for a fixed statement's ``SELECT`` (or
+    ``RETURNING``) that :func:`load` reads back."""
+    return ", ".join(f"{alias}.{_quote(f.column)}" for f in model._meta.concrete_fields)
+
+
+@functools.cache
+def _loading(model: type[models.Model]) -> tuple[tuple[str, ...], tuple[tuple[int, Any], ...]]:
+    """The attribute names a row of ``model`` fills, in order, and the fields whose stored
+    value needs converting on the way in (JSON columns come as text)."""
+    fields = model._meta.concrete_fields
+    converters = tuple((i, f) for i, f in enumerate(fields) if hasattr(f, "from_db_value"))
+    return tuple(f.attname for f in fields), converters
+
+
+M = TypeVar("M", bound=models.Model)
+
+
+def load(model: type[M], row: Sequence[Any]) -> tuple[M, Sequence[Any]]:
+    """A model instance from the first columns of ``row`` (read with :func:`select_list`),
+    and the columns after them. What ``Model.objects.raw`` does per row, without working
+    out the statement's column order each time: the hot path reads a run and a task row
+    on every call."""
+    names, converters = _loading(model)
+    values = list(row[: len(names)])
+    for i, converted in converters:
+        values[i] = converted.from_db_value(values[i], None, connection)
+    return model.from_db(connection.alias, names, values), row[len(names) :]
