@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sdk._failure import failure_to_exception
 from sdk._runtime.commands import LOCAL_ACTIVITY_MARKER, Command, activity_identity
+from sdk._runtime.host import IssuesCommands
 from sdk.exceptions import ActivityError, CancelledError
 from sdk.workflow import ActivityCancellationType
 
 if TYPE_CHECKING:
-    from sdk._runtime.loop import DeterministicLoop
-    from sdk.converter import DataConverter
-    from sdk.workflow import Info
+    pass
 
 ACTIVITY_RESOLUTIONS = {
     "ActivityTaskCompleted",
@@ -59,26 +57,11 @@ class ActivityState:
     abandoned: bool = False
 
 
-class Activities:
+class Activities(IssuesCommands):
     """The part of a workflow instance that schedules, cancels and resolves activities."""
 
     if TYPE_CHECKING:
-        loop: DeterministicLoop
-        converter: DataConverter
-        info: Info
         _seq: int
-
-        def _issue(
-            self,
-            command_type: str,
-            attributes: dict[str, Any],
-            identity: str,
-            on_recorded: Callable[[int], None] | None = None,
-        ) -> Command: ...
-
-        def _withdraw(self, command: Command) -> bool: ...
-
-        def _next_seq(self) -> int: ...
 
     def _init_activities(self) -> None:
         self._activities: dict[int, ActivityState] = {}

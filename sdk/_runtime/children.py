@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._failure import failure_to_exception
 from sdk._runtime.commands import Command, child_identity
+from sdk._runtime.host import IssuesCommands
 from sdk.exceptions import (
     ApplicationError,
     CancelledError,
@@ -29,9 +30,7 @@ from sdk.exceptions import (
 from sdk.workflow import ChildWorkflowCancellationType, ChildWorkflowHandle
 
 if TYPE_CHECKING:
-    from sdk._runtime.loop import DeterministicLoop
-    from sdk.converter import DataConverter
-    from sdk.workflow import Info
+    pass
 
 CHILD_START_EVENTS = {"ChildWorkflowExecutionStarted", "StartChildWorkflowExecutionFailed"}
 CHILD_CLOSE_EVENTS = {
@@ -119,25 +118,8 @@ async def _await_child(state: ChildState, cancellation_type: ChildWorkflowCancel
         raise
 
 
-class ChildWorkflows:
+class ChildWorkflows(IssuesCommands):
     """The part of a workflow instance that runs children and talks to other workflows."""
-
-    if TYPE_CHECKING:
-        loop: DeterministicLoop
-        converter: DataConverter
-        info: Info
-
-        def _issue(
-            self,
-            command_type: str,
-            attributes: dict[str, Any],
-            identity: str,
-            on_recorded: Callable[[int], None] | None = None,
-        ) -> Command: ...
-
-        def _withdraw(self, command: Command) -> bool: ...
-
-        def _next_seq(self) -> int: ...
 
     def _init_children(self) -> None:
         self._children: dict[int, ChildState] = {}
