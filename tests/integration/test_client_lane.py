@@ -260,17 +260,17 @@ def test_a_waiting_history_read_wakes_on_the_signal_and_holds_no_pool_thread(cli
     async def both() -> tuple[AsgiResponse, AsgiResponse, float]:
         began = time.monotonic()
         waiting = asyncio.ensure_future(
-            asgi_client._call(
+            asgi_client.asgi_call(
                 "GET",
                 client.url("/workflows/w/history"),
-                b"",
-                client.authorization,
-                f"after_event_id={last}&wait_new_event=true&timeout=10",
+                authorization=client.authorization,
+                query=f"after_event_id={last}&wait_new_event=true&timeout=10",
             )
         )
         await asyncio.sleep(0.5)
-        signalled = await asgi_client._call(
-            "POST", client.url("/workflows/w/signal"), b'{"signal_name": "x"}', client.authorization, ""
+        signal = client.url("/workflows/w/signal")
+        signalled = await asgi_client.asgi_call(
+            "POST", signal, b'{"signal_name": "x"}', authorization=client.authorization
         )
         return await waiting, signalled, time.monotonic() - began
 
