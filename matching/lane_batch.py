@@ -16,9 +16,10 @@ import re
 from typing import Annotated
 
 import msgspec
+from django.conf import settings
 
 from chronicle.errors import ChronicleError, ErrorCode
-from chronicle.lane import Call, Reply, decode_body, encode, require_method
+from chronicle.lane import Call, Reply, encode, require_method
 from chronicle.lane_asgi import Route, one_trip
 from matching.lane import ENDPOINTS, respond
 from namespaces.auth import api_key_from_header
@@ -57,10 +58,28 @@ def answer_batch(call: Call) -> Reply:
     key = api_key_from_header(call.authorization)
     require_method(call, "POST")
     call.refuse_nul_in_path()
-    batch = decode_body(call.body, ReportBatch)
+    batch = _decode_batch(call.body)
     namespace, task_queue = call.params["namespace"], call.params["task_queue"]
     answers = [_one(key, namespace, task_queue, report) for report in batch.responses]
     return Reply(200, encode(ReportBatchAnswer(responses=answers)))
+
+
+_BATCH: msgspec.json.Decoder[ReportBatch] = msgspec.json.Decoder(ReportBatch)
+
+
+def _decode_batch(raw: bytes) -> ReportBatch:
+    """The batch's envelope, its calls' bodies kept as raw JSON: each is vetted and decoded
+    by its own endpoint's rules (NUL, nesting, fields) as it would be alone, so one bad
+    call is refused alone and cannot fail the others. Only the whole body's size and the
+    envelope's shape are checked here."""
+    if len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        raise ChronicleError(ErrorCode.PAYLOAD_TOO_LARGE, "request body too large")
+    try:
+        return _BATCH.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"invalid request: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ChronicleError(ErrorCode.MALFORMED_REQUEST, f"malformed JSON: {exc}") from None
 
 
 def _one(key: object, namespace: str, task_queue: str, report: Report) -> ReportAnswer:

@@ -6,6 +6,7 @@ and connections, hence transactional test databases).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from history.models import HistoryEvent, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
-from tests.asgi_client import asgi_post
+from tests.asgi_client import asgi_post, asgi_request
 from tests.factories import ApiKeyFactory, ExecutionFactory, NamespaceFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,3 +124,47 @@ def test_a_batch_needs_a_worker_key_of_the_namespace(namespace: Namespace) -> No
     refused = _batch(namespace, client_only, report).json()["responses"][0]
     assert (refused["status"], refused["body"]["code"]) == (403, "permission_denied")
     assert WorkflowExecution.objects.get(run_id=task["workflow_execution"]["run_id"]).status == "Running"
+
+
+def test_a_large_batch_is_answered_call_by_call(namespace: Namespace, authorization: str) -> None:
+    """Forty calls hold far more brackets than one body may nest: each call is vetted alone."""
+    tasks = [_task(namespace) for _ in range(40)]
+    reports = [
+        {"kind": "workflow-tasks/complete", "body": {"task_token": t["task_token"], "commands": [CLOSE]}}
+        for t in tasks
+    ]
+
+    r = _batch(namespace, authorization, *reports)
+
+    assert r.status_code == 200, r.content
+    assert [a["status"] for a in r.json()["responses"]] == [200] * 40
+    assert WorkflowExecution.objects.filter(namespace=namespace, status="Completed").count() == 40
+
+
+def test_a_bad_call_is_refused_alone(namespace: Namespace, authorization: str) -> None:
+    good, other = _task(namespace), _task(namespace)
+    nul = {"task_token": other["task_token"], "commands": [CLOSE], "identity": "a\\u0000b"}
+    deep: Any = {"x": 1}
+    for _ in range(70):
+        deep = {"x": deep}
+    too_deep = {"task_token": other["task_token"], "commands": [CLOSE], "query_results": deep}
+    complete = {"task_token": good["task_token"], "commands": [CLOSE]}
+    url = f"/api/v1/namespaces/{namespace.name}/task-queues/{QUEUE}/responses"
+    raw = (
+        '{"responses": ['
+        f'{{"kind": "workflow-tasks/complete", "body": {json.dumps(nul).replace(chr(92) * 2, chr(92))}}},'
+        f'{{"kind": "workflow-tasks/complete", "body": {json.dumps(too_deep)}}},'
+        f'{{"kind": "workflow-tasks/complete", "body": {json.dumps(complete)}}}'
+        "]}"
+    )
+
+    r = asgi_request("POST", url, raw, authorization=authorization)
+
+    answers = r.json()["responses"]
+    assert [(a["status"], a["body"].get("code")) for a in answers] == [
+        (400, "malformed_request"),
+        (400, "malformed_request"),
+        (200, None),
+    ]
+    assert WorkflowExecution.objects.get(run_id=other["workflow_execution"]["run_id"]).status == "Running"
+    assert WorkflowExecution.objects.get(run_id=good["workflow_execution"]["run_id"]).status == "Completed"
