@@ -14,7 +14,7 @@ from history import kernel
 from history.models import HistoryEvent, Task, WorkflowExecution
 from namespaces.models import Namespace
 from tests.asgi_client import asgi_post
-from tests.factories import ApiKeyFactory, ExecutionFactory, NamespaceFactory
+from tests.factories import ExecutionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,16 +24,6 @@ QUEUE = "bursts"
 def _poll(namespace: Namespace, authorization: str, kind: str = "workflow", **body: Any) -> Any:
     url = f"/api/v1/namespaces/{namespace.name}/task-queues/{QUEUE}/{kind}-tasks/poll"
     return asgi_post(url, {"identity": "w1", "timeout": 0.2, **body}, authorization=authorization)
-
-
-@pytest.fixture
-def namespace() -> Namespace:
-    return NamespaceFactory()
-
-
-@pytest.fixture
-def authorization(namespace: Namespace) -> str:
-    return ApiKeyFactory(namespace=namespace).authorization
 
 
 def test_a_poll_takes_up_to_max_tasks_and_leaves_the_rest_queued(

@@ -35,16 +35,6 @@ def _task(namespace: Namespace) -> dict[str, Any]:
     return task
 
 
-@pytest.fixture
-def namespace() -> Namespace:
-    return NamespaceFactory()
-
-
-@pytest.fixture
-def authorization(namespace: Namespace) -> str:
-    return ApiKeyFactory(namespace=namespace).authorization
-
-
 def test_each_call_of_a_batch_is_answered_as_it_would_be_alone(
     namespace: Namespace, authorization: str
 ) -> None:
