@@ -84,6 +84,17 @@ def python_exe() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
+def stop_process(proc: subprocess.Popen[bytes], grace: float = 20.0) -> None:
+    """SIGTERM (a worker then shuts down gracefully and writes its profile), SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def prepare_database(env: dict[str, str], namespace: str = NS, timeout: float = 300) -> str:
     """Migrate the scratch database in ``env`` and return an API key of ``namespace`` (every role).
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import psycopg
 from proc_cpu import CpuSnapshot, backend_pids, cpu_by_pid, process_tree
-from run_bench import free_port, prepare_database, python_exe, with_db
+from run_bench import free_port, prepare_database, python_exe, stop_process, with_db
 from sdk_bench_workloads import CpuProbe, Json, Plan, measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's sdk, installed or not
@@ -78,17 +78,6 @@ def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
 
 
 # --------------------------------------------------------------------------- Chronicle
-
-
-def stop_process(proc: subprocess.Popen[bytes], grace: float = 20.0) -> None:
-    """SIGTERM (a worker then shuts down gracefully and writes its profile), SIGKILL if it lingers."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def worker_env(env: dict[str, str], url: str, key: str) -> dict[str, str]:

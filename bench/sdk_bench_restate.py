@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from typing import Any
 
 import httpx
 from proc_cpu import CpuSnapshot, cpu_by_pid, process_tree
+from run_bench import free_port, python_exe, stop_process
 from sdk_bench_workloads import CpuProbe, Json, Plan, measure
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -52,17 +52,6 @@ HTTP_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 
 def log(message: str) -> None:
     print(f"[restate {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def python_exe() -> str:
-    venv = ROOT / ".venv" / "bin" / "python"
-    return str(venv) if venv.exists() else sys.executable
 
 
 # --------------------------------------------------------------------------- set-up
@@ -131,16 +120,6 @@ def server_config(base_dir: Path, ports: Ports) -> str:
             "",
         ]
     )
-
-
-def stop_process(proc: subprocess.Popen[bytes], grace: float = 20.0) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], what: str, timeout: float = 60.0) -> None:
