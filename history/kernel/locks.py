@@ -10,7 +10,6 @@ its task or timer rows, never the namespace row.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from django.db import connection
 
@@ -34,22 +33,21 @@ def lock_execution(
     One raw statement, not an ORM query: compiling the queryset was a fifth of a
     signal's CPU, and "running, else the latest" took two round trips when none ran.
     """
+    last: object
     if run_id:
         try:
             run_uuid = uuid.UUID(str(run_id))
         except ValueError:
             raise ChronicleError(ErrorCode.INVALID_ARGUMENT, "run_id must be a UUID") from None
-        sql = _LOCK_EXECUTION_SQL.format(where="AND run_id = %s", order="")
-        params: list[Any] = [run_uuid]
+        sql, last = _LOCK_GIVEN_RUN_SQL, run_uuid
     else:
-        sql = _LOCK_EXECUTION_SQL.format(where="", order="ORDER BY status = %s DESC, start_time DESC")
-        params = [ExecutionStatus.RUNNING.value]
+        sql, last = _LOCK_CURRENT_RUN_SQL, ExecutionStatus.RUNNING.value
     with connection.cursor() as cursor:
-        cursor.execute(sql, [namespace.pk, workflow_id, *params])
+        cursor.execute(sql, [namespace.pk, workflow_id, last])
         row = cursor.fetchone()
-    execution = store.load(WorkflowExecution, row)[0] if row is not None else None
-    if execution is None:
+    if row is None:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
+    execution = store.load(WorkflowExecution, row)[0]
     store.remember_saved_columns(execution)
     return execution
 
@@ -58,6 +56,11 @@ _LOCK_EXECUTION_SQL = (
     f"SELECT {store.select_list(WorkflowExecution, 'e')} FROM {WorkflowExecution._meta.db_table} e "
     "WHERE namespace_id = %s AND workflow_id = %s "
     "{where} {order} LIMIT 1 FOR UPDATE"
+)
+# Its two statements, written out once: the given run, or the current one (running, else latest).
+_LOCK_GIVEN_RUN_SQL = _LOCK_EXECUTION_SQL.format(where="AND run_id = %s", order="")
+_LOCK_CURRENT_RUN_SQL = _LOCK_EXECUTION_SQL.format(
+    where="", order="ORDER BY status = %s DESC, start_time DESC"
 )
 
 
