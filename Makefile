@@ -5,7 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv run test lint bench screenshots
+# Extra pytest arguments, e.g. make test PYTEST_ARGS="-x -k reset" or PYTEST_ARGS=tests/unit.
+PYTEST_ARGS ?=
+# The tiers without server processes or a browser: a minute or two instead of the whole run.
+FAST_TIERS := tests/unit tests/sdk_unit tests/integration
+
+.PHONY: venv run test test-fast lint bench screenshots
 
 venv: $(STAMP)
 
@@ -18,9 +23,16 @@ $(STAMP): requirements.txt requirements-dev.txt
 run: venv
 	$(PY) manage.py start_dev
 
-# Uses DATABASE_URL when set, otherwise the embedded PostgreSQL under .chronicle/.
+# Uses DATABASE_URL when set, otherwise the embedded PostgreSQL under .chronicle/ (stopped
+# again at the end unless a `make run` uses it). Without Chromium the browser tier is
+# skipped and the summary names it; .ci/run installs Chromium, `make test` does not.
 test: venv
-	$(PY) -m pytest
+	@start=$$(date +%s); $(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
+	echo "make test: pytest exited $$status after $$(( $$(date +%s) - start )) s"; exit $$status
+
+test-fast: venv
+	@start=$$(date +%s); $(PY) -m pytest $(FAST_TIERS) $(PYTEST_ARGS); status=$$?; \
+	echo "make test-fast: pytest exited $$status after $$(( $$(date +%s) - start )) s"; exit $$status
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 GUNICORN_CONFIG = ROOT / "platform" / "gunicorn.conf.py"
 STOP_GRACE_SECONDS = 10.0
 READY_PATH = "/api/schema/"
+PRODUCTION_APP = "chronicle.asgi:application"
+# The same application, serving static files and leaving long-polls out of the access log.
+DEV_APP = "chronicle.dev_asgi:application"
 
 
 @dataclass(frozen=True)
@@ -42,9 +45,14 @@ class ProcessSpec:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-def frontend_process(port: int, *, python: str = sys.executable, workers: int | None = None) -> ProcessSpec:
-    """Gunicorn with uvicorn workers on 127.0.0.1:``port``, configured by platform/gunicorn.conf.py."""
-    argv = [python, "-m", "gunicorn", "chronicle.asgi:application", "-c", str(GUNICORN_CONFIG)]
+def frontend_process(
+    port: int, *, python: str = sys.executable, workers: int | None = None, app: str = PRODUCTION_APP
+) -> ProcessSpec:
+    """Gunicorn with uvicorn workers on 127.0.0.1:``port``, configured by platform/gunicorn.conf.py.
+
+    ``app`` is the ASGI application; ``start_dev`` passes :data:`DEV_APP`.
+    """
+    argv = [python, "-m", "gunicorn", app, "-c", str(GUNICORN_CONFIG)]
     argv += ["-b", f"127.0.0.1:{port}"]
     if workers is not None:
         argv += ["-w", str(workers)]
@@ -77,10 +85,11 @@ def stack_processes(
     python: str = sys.executable,
     owner: str | None = None,
     extra: Iterable[ProcessSpec] = (),
+    app: str = PRODUCTION_APP,
 ) -> list[ProcessSpec]:
     """The processes of a whole stack: frontend, shard owner, batch runner, then ``extra``."""
     return [
-        frontend_process(port, python=python),
+        frontend_process(port, python=python, app=app),
         shard_owner_process(owner, python=python),
         batch_runner_process(python=python),
         *extra,

@@ -64,14 +64,21 @@ TEMPLATES = [
 ]
 
 
+# A development machine's state: the embedded PostgreSQL, dev.json, archives, static files.
+# CHRONICLE_STATE_DIR moves it (tests run a whole `start_dev` in a temporary one).
+CHRONICLE_STATE_DIR = Path(env.str("CHRONICLE_STATE_DIR", default=str(BASE_DIR / ".chronicle")))
+# The embedded server's data directory when there is no DATABASE_URL, else None: who runs
+# the embedded server stops it (start_dev on Ctrl-C, the test session at its end).
+CHRONICLE_EMBEDDED_PGDATA = None if env.str("DATABASE_URL", default="") else CHRONICLE_STATE_DIR / "pgdata"
+
+
 def _database_url() -> str:
     """The configured server, or the embedded one started on demand."""
-    url: str = env.str("DATABASE_URL", default="")
-    if url:
-        return url
+    if CHRONICLE_EMBEDDED_PGDATA is None:
+        return str(env.str("DATABASE_URL"))
     from chronicle.embedded_postgres import embedded_database_url
 
-    return embedded_database_url(BASE_DIR / ".chronicle" / "pgdata")
+    return embedded_database_url(CHRONICLE_EMBEDDED_PGDATA)
 
 
 DATABASES = {"default": env.db_url_config(_database_url())}
@@ -111,12 +118,14 @@ STORAGES = {
             "CHRONICLE_ARCHIVE_BACKEND", default="django.core.files.storage.FileSystemStorage"
         ),
         "OPTIONS": {
-            "location": env.str("CHRONICLE_ARCHIVE_DIR", default=str(BASE_DIR / ".chronicle" / "archive"))
+            "location": env.str("CHRONICLE_ARCHIVE_DIR", default=str(CHRONICLE_STATE_DIR / "archive"))
         },
     },
 }
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / ".chronicle" / "static"
+# A production web server serves `collectstatic`'s output from here; `start_dev` serves the
+# apps' static files itself (chronicle.dev_asgi), with DEBUG on or off.
+STATIC_ROOT = CHRONICLE_STATE_DIR / "static"
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 

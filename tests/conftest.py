@@ -2,6 +2,12 @@
 
 The processes run against pytest-django's test database on free 127.0.0.1 ports;
 data the tests create for them is committed (``django_db_blocker.unblock``).
+
+The suite runs against ``DATABASE_URL`` or, without it, the embedded PostgreSQL under
+``.chronicle/`` (a unix socket). Every connection a test opens besides Django's comes
+from :func:`database_url` (a child process's ``DATABASE_URL``) or
+:func:`database_conninfo` / the ``other_connection`` fixture (a psycopg connection),
+which know both. Without Chromium the browser tier is skipped, and the run says so.
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from django.conf import settings
 
-from chronicle.embedded_postgres import socket_database_url
+from chronicle.db import listen_conninfo
+from chronicle.embedded_postgres import settings_database_url, stop_if_unused
 from chronicle.launcher import ProcessGroup, batch_runner_process, frontend_process, shard_owner_process
 from namespaces.models import Namespace
 from namespaces.services import api_key_issue
@@ -48,11 +56,82 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
 
 
 def database_url() -> str:
-    db = settings.DATABASES["default"]
-    host = db.get("HOST") or "127.0.0.1"
-    if host.startswith("/"):
-        return socket_database_url(host, user=db["USER"], database=db["NAME"], port=db.get("PORT") or None)
-    return f"postgres://{db['USER']}@{host}:{db.get('PORT') or 5432}/{db['NAME']}"
+    """The test database as a ``DATABASE_URL`` for the processes a test starts.
+
+    The embedded server's socket directory is in django-environ's form, which libpq does
+    not read: a psycopg connection takes :func:`database_conninfo`.
+    """
+    return settings_database_url(settings.DATABASES["default"])
+
+
+def database_conninfo() -> str:
+    """A libpq conninfo string for the test database, for a psycopg connection of a test's own."""
+    return listen_conninfo()
+
+
+@pytest.fixture
+def other_connection(django_db_setup: Any) -> Iterator[psycopg.Connection[Any]]:
+    """A second session on the test database beside Django's (to hold a lock, to watch)."""
+    with psycopg.connect(database_conninfo(), application_name="chronicle-test-other") as conn:
+        yield conn
+
+
+CHROMIUM = os.environ.get("CHRONICLE_CHROMIUM", "/usr/bin/chromium")
+BROWSER_DIR = ROOT / "tests" / "browser"
+
+
+def browser_skip_reason() -> str | None:
+    """Why the browser tier cannot run here (None when it can).
+
+    ``CHRONICLE_REQUIRE_BROWSER=1`` (CI) never skips: a missing Chromium then fails the
+    browser tests instead of passing quietly.
+    """
+    if os.path.exists(CHROMIUM) or os.environ.get("CHRONICLE_REQUIRE_BROWSER") == "1":
+        return None
+    return (
+        f"browser tier skipped: no Chromium at {CHROMIUM} (install the chromium package, "
+        "e.g. `apt-get install chromium`, or set CHRONICLE_CHROMIUM to its path)"
+    )
+
+
+def skip_browser_tier(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the browser tests, with the reason, when there is no Chromium to drive."""
+    reason = browser_skip_reason()
+    if reason is None:
+        return
+    skipped = 0
+    for item in items:
+        if BROWSER_DIR in Path(item.path).parents or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.skip(reason=reason))
+            skipped += 1
+    config.stash[BROWSER_SKIPPED] = skipped
+
+
+BROWSER_SKIPPED = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Name the skipped browser tier at the end, where it cannot be missed."""
+    skipped = config.stash.get(BROWSER_SKIPPED, 0)
+    if skipped:
+        terminalreporter.write_line(f"{browser_skip_reason()} ({skipped} tests)", yellow=True, bold=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the embedded PostgreSQL when the run used it and no one else does, so a test
+    run leaves nothing running (a ``make run`` beside it keeps it)."""
+    if not settings.configured or settings.CHRONICLE_EMBEDDED_PGDATA is None:
+        return
+    data_dir = settings.CHRONICLE_EMBEDDED_PGDATA
+    from django.db import connections
+
+    conninfo = listen_conninfo()  # the test database is dropped: its NAME is the server's own again
+    for conn in connections.all(initialized_only=True):
+        conn.close()
+    terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = stop_if_unused(Path(data_dir), conninfo)
+    if terminal is not None:
+        terminal.write_line(message)
 
 
 @pytest.fixture(scope="session")
@@ -148,8 +227,9 @@ def stack(
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that need the live stack run after every other test.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that need the live stack run after every other test; without Chromium the
+    browser tests are skipped (:func:`skip_browser_tier`).
 
     Once started, the stack's shard owner takes shards and fires due timers in the shared
     test database, so a committed test that drives timers or shard fences by hand must run
@@ -157,6 +237,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     sort is stable, so that order holds within each part.
     """
     items.sort(key=lambda item: "stack" in getattr(item, "fixturenames", ()))
+    skip_browser_tier(config, items)
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -13,24 +14,26 @@ from django.utils import timezone
 from history.kernel import ExecutionMutation, ShardFence, fire_timers
 from history.kernel.locks import lock_run
 from history.models import HistoryEvent, Shard, TimerKind, TimerTask, WorkflowExecution
-from tests.conftest import database_url
 from tests.factories import ExecutionFactory
 
 
 @pytest.fixture
-def namespace_row_held(transactional_db: None) -> Iterator[WorkflowExecution]:
+def namespace_row_held(
+    transactional_db: None, other_connection: psycopg.Connection[Any]
+) -> Iterator[WorkflowExecution]:
     """A run whose namespace row another connection holds ``FOR UPDATE`` throughout."""
     execution = ExecutionFactory()
-    with psycopg.connect(database_url()) as other:
-        other.execute("SELECT 1 FROM namespaces_namespace WHERE id = %s FOR UPDATE", [execution.namespace_id])
+    other_connection.execute(
+        "SELECT 1 FROM namespaces_namespace WHERE id = %s FOR UPDATE", [execution.namespace_id]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '2s'")  # blocking on the namespace fails fast
+    try:
+        yield execution
+    finally:
         with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '2s'")  # blocking on the namespace fails fast
-        try:
-            yield execution
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET lock_timeout")
-            other.rollback()
+            cursor.execute("RESET lock_timeout")
+        other_connection.rollback()
 
 
 def test_lock_run_does_not_wait_for_the_namespace_row(namespace_row_held: WorkflowExecution) -> None:

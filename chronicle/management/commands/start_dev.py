@@ -1,13 +1,17 @@
 """``manage.py start_dev``: one command that runs a whole development Chronicle.
 
-It migrates the database, bootstraps the ``default`` namespace with an API key
-and a UI user (reusing them on later runs via ``.chronicle/dev.json``), then
-supervises the child processes: the ASGI frontend under gunicorn, one shard
-owner daemon, the batch-job runner and, when present, the demo worker of the SDK.
+It checks that its port is free before anything starts, migrates the database,
+bootstraps the ``default`` namespace with an API key and a UI user (reusing them on
+later runs via ``.chronicle/dev.json``), then supervises the child processes: the ASGI
+frontend under gunicorn (serving the admin's static files, long-polls left out of its
+access log: :mod:`chronicle.dev_asgi`), one shard owner daemon, the batch-job runner
+and, when present, the demo worker of the SDK.
 
 The children are the stack of :mod:`chronicle.launcher`. Ctrl-C or SIGTERM stops
 every child (SIGTERM, wait up to 10 s, then SIGKILL) and exits 0. If a child exits
-on its own the others are stopped and the command exits non-zero.
+on its own the others are stopped and the command exits non-zero. Either way the
+embedded PostgreSQL (no ``DATABASE_URL``) is stopped too, unless another process (a
+``make test`` beside it) still uses it: Ctrl-C leaves nothing of the stack running.
 """
 
 from __future__ import annotations
@@ -16,22 +20,25 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
-from urllib.parse import quote
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
-from chronicle.db import require_reachable_database
-from chronicle.launcher import ProcessGroup, ProcessSpec, stack_processes
+from chronicle.db import listen_conninfo, require_reachable_database
+from chronicle.embedded_postgres import KEPT, settings_database_url, stop_if_unused
+from chronicle.launcher import DEV_APP, ProcessGroup, ProcessSpec, stack_processes
 
 DEFAULT_PORT = 7243
 STOP_TIMEOUT_SECONDS = 10.0
+HOST = "127.0.0.1"
 
 
 class _Stop(Exception):
@@ -40,24 +47,34 @@ class _Stop(Exception):
 
 def database_url_from_settings(db: dict[str, Any]) -> str:
     """Rebuild a django-environ compatible URL from a ``DATABASES`` entry."""
-    from chronicle.embedded_postgres import socket_database_url
+    try:
+        return settings_database_url(db)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
-    name = str(db.get("NAME") or "postgres")
-    user = str(db.get("USER") or "postgres")
-    host = str(db.get("HOST") or "")
-    port = db.get("PORT") or ""
-    password = str(db.get("PASSWORD") or "")
-    if host.startswith("/"):
-        if password:
-            raise CommandError("password-protected unix-socket databases need DATABASE_URL set")
-        return socket_database_url(host, user=user, database=name, port=port or None)
-    auth = quote(user, safe="")
-    if password:
-        auth += ":" + quote(password, safe="")
-    netloc = f"{auth}@{host or '127.0.0.1'}"
-    if port:
-        netloc += f":{int(port)}"
-    return f"postgresql://{netloc}/{quote(name, safe='')}"
+
+def port_problem(port: int, host: str = HOST) -> str | None:
+    """Why ``host:port`` cannot be served (None when it can), found by binding it.
+
+    SO_REUSEADDR as gunicorn sets it, so a port whose last connections linger in
+    TIME_WAIT counts as free, as it is for gunicorn.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def close_database_connections() -> None:
+    """Close this process's connections, its pool's included, so it holds no session."""
+    for conn in connections.all(initialized_only=True):
+        conn.close()
+        close_pool = getattr(conn, "close_pool", None)
+        if close_pool is not None:
+            close_pool()
 
 
 class Command(BaseCommand):
@@ -75,8 +92,35 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         port: int = options["port"]
+        problem = port_problem(port)
+        if problem is not None:
+            self._stop_embedded_database(quiet_if_kept=True)
+            raise CommandError(
+                f"port {port} on {HOST} is not free ({problem}): is another `make run` going? "
+                f"Stop it, or choose another port: manage.py start_dev --port {port + 1}"
+            )
+        stopping = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            code = self._run(port, no_demo_worker=options["no_demo_worker"])
+        except _Stop:
+            self.stdout.write("stopped before the stack started")
+            code = 0
+        finally:
+            for sig in stopping:  # a second Ctrl-C must not cut the shutdown short
+                signal.signal(sig, signal.SIG_IGN)
+            self._stop_embedded_database()
+            for sig, handler in stopping.items():
+                signal.signal(sig, handler)
+        if code != 0:
+            sys.exit(code)
+
+    @staticmethod
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    def _run(self, port: int, *, no_demo_worker: bool) -> int:
         base_dir = Path(settings.BASE_DIR)
-        state_dir = base_dir / ".chronicle"
+        state_dir = Path(settings.CHRONICLE_STATE_DIR)
         state_dir.mkdir(parents=True, exist_ok=True)
         dev_json = state_dir / "dev.json"
 
@@ -87,7 +131,7 @@ class Command(BaseCommand):
 
         existing = self._read_existing(dev_json)
         boot = bootstrap_dev_namespace(existing=existing)
-        url = f"http://127.0.0.1:{port}"
+        url = f"http://{HOST}:{port}"
         info = {
             "url": url,
             "namespace": boot["namespace"],
@@ -103,14 +147,16 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS("Chronicle development server"))
         for key, value in info.items():
             self.stdout.write(f"  {key:<12} {value}")
-        self.stdout.write(f"  (saved to {dev_json.relative_to(base_dir)})")
+        shown = dev_json.relative_to(base_dir) if dev_json.is_relative_to(base_dir) else dev_json
+        self.stdout.write(f"  (saved to {shown})")
         self.stdout.flush()
+        # The children open their own connections; this process's would only hold
+        # sessions (and keep the embedded server "in use") while it supervises.
+        close_database_connections()
 
         env = self._child_env()
-        specs = self._child_processes(base_dir, port, options["no_demo_worker"])
-        code = self._supervise(specs, env, base_dir)
-        if code != 0:
-            sys.exit(code)
+        specs = self._child_processes(base_dir, port, no_demo_worker, info)
+        return self._supervise(specs, env, base_dir)
 
     # -- helpers ---------------------------------------------------------------
 
@@ -133,23 +179,26 @@ class Command(BaseCommand):
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def _child_processes(self, base_dir: Path, port: int, no_demo_worker: bool) -> list[ProcessSpec]:
+    def _child_processes(
+        self, base_dir: Path, port: int, no_demo_worker: bool, info: dict[str, str]
+    ) -> list[ProcessSpec]:
         extra: list[ProcessSpec] = []
         if no_demo_worker:
             self.stdout.write("demo worker disabled (--no-demo-worker)")
         elif (base_dir / "sdk" / "demo_worker.py").exists():
-            extra.append(ProcessSpec("demo_worker", [sys.executable, "-m", "sdk.demo_worker"]))
+            # Told where to connect, so it need not find this run's dev.json.
+            connect = {
+                "CHRONICLE_URL": info["url"],
+                "CHRONICLE_NAMESPACE": info["namespace"],
+                "CHRONICLE_API_KEY": info["api_key"],
+            }
+            extra.append(ProcessSpec("demo_worker", [sys.executable, "-m", "sdk.demo_worker"], connect))
         else:
             self.stdout.write("note: sdk/demo_worker.py not found; not starting a demo worker")
-        return stack_processes(port, extra=extra)
+        return stack_processes(port, extra=extra, app=DEV_APP)
 
     def _supervise(self, specs: list[ProcessSpec], env: dict[str, str], cwd: Path) -> int:
         group = ProcessGroup(specs, env=env, cwd=cwd, grace_seconds=STOP_TIMEOUT_SECONDS)
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            raise _Stop(signal.Signals(signum).name)
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             group.start()
             for name, proc in group.processes.items():
@@ -162,16 +211,29 @@ class Command(BaseCommand):
             self.stderr.write(
                 f"error: {name} exited unexpectedly with code {rc}; stopping the other processes"
             )
-            group.stop()
             return rc if rc > 0 else 1
         except (_Stop, KeyboardInterrupt):
-            # Ignore further signals while shutting down.
-            for sig in previous:
-                signal.signal(sig, signal.SIG_IGN)
             self.stdout.write("stopping Chronicle...")
-            group.stop()
-            self.stdout.write("stopped")
             return 0
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)
+            group.stop()
+            self.stdout.write("stopped")
+            self.stdout.flush()
+
+    def _stop_embedded_database(self, *, quiet_if_kept: bool = False) -> None:
+        """Stop the embedded PostgreSQL unless another process still uses it (and say so).
+
+        ``quiet_if_kept``: a start refused for a busy port says nothing about a server
+        the running ``make run`` keeps using.
+        """
+        data_dir = settings.CHRONICLE_EMBEDDED_PGDATA
+        if data_dir is None:
+            return
+        conninfo = listen_conninfo()
+        close_database_connections()
+        outcome = stop_if_unused(Path(data_dir), conninfo)
+        if not (quiet_if_kept and outcome.startswith(KEPT)):
+            self.stdout.write(outcome)
+            self.stdout.flush()
