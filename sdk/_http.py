@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
+from sdk._wire_codec import apply_codec
 from sdk.exceptions import RPCError
 
 if TYPE_CHECKING:
-    from sdk.converter import DataConverter
+    from sdk.converter import DataConverter, PayloadCodec
 
 log = logging.getLogger("sdk.http")
 
@@ -124,6 +125,8 @@ class HttpTransport:
             headers["Authorization"] = f"Bearer {api_key}"
         self.namespace = namespace
         self.retry = retry or RetrySettings()
+        # Set by the client from its data converter: applied to every payload sent and received.
+        self.payload_codec: PayloadCodec | None = None
         self._client = httpx.AsyncClient(
             base_url=f"{url.rstrip('/')}/api/v1/namespaces/{namespace}",
             headers=headers,
@@ -146,11 +149,17 @@ class HttpTransport:
         retry: bool = True,
     ) -> dict[str, Any] | None:
         """Send one call, retrying what is safe to retry; ``None`` for an empty (204) answer."""
+        codec = self.payload_codec
+        if codec is not None and body:
+            body = await apply_codec(body, codec, encode=True)
         attempt = 0
         while True:
             attempt += 1
             try:
-                return await self._send_once(method, path, body, params, timeout)
+                answer = await self._send_once(method, path, body, params, timeout)
+                if codec is not None and answer:
+                    answer = await apply_codec(answer, codec, encode=False)
+                return answer
             except (httpx.TransportError, RPCError) as exc:
                 if not retry or attempt >= self.retry.attempts or not _is_retryable(exc, idempotent):
                     raise

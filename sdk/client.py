@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import os
-import re
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
 
 from sdk._build_ids import BuildIdOpAddNewDefault as BuildIdOpAddNewDefault
 from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
 from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
+from sdk._executions import (
+    WorkflowExecutionCount,
+    WorkflowExecutionCountAggregationGroup,
+    WorkflowExecutionDescription,
+)
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._listing import PagedAsyncIterator, WorkflowExecutionAsyncIterator
 from sdk._local_closes import LocalCloses
 from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.replayer import WorkflowHistory
-from sdk.common import RetryPolicy, WorkflowExecutionStatus, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from sdk.common import RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
+from sdk.envconfig import base_url, resolve_connection
 from sdk.exceptions import (
     CancelledError,
     TerminatedError,
@@ -69,57 +74,6 @@ def default_identity() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
 
 
-@dataclass(frozen=True)
-class WorkflowExecutionDescription:
-    """What ``describe()`` returns: the execution's status, identity, times and metadata."""
-
-    workflow_id: str
-    run_id: str
-    workflow_type: str
-    task_queue: str
-    status: WorkflowExecutionStatus
-    start_time: datetime | None
-    execution_time: datetime | None
-    close_time: datetime | None
-    history_length: int
-    memo: dict[str, Any]
-    search_attributes: dict[str, Any]
-    raw: dict[str, Any]
-    # The build the run is pinned to (worker versioning); None when unversioned.
-    assigned_build_id: str | None = None
-    parent_id: str | None = None
-    parent_run_id: str | None = None
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> WorkflowExecutionDescription:
-        return cls(
-            workflow_id=data["workflow_id"],
-            run_id=data["run_id"],
-            workflow_type=data["workflow_type"],
-            task_queue=data.get("task_queue", ""),
-            status=status_from_wire(data["status"]),
-            start_time=_time(data.get("start_time")),
-            execution_time=_time(data.get("execution_time")),
-            close_time=_time(data.get("close_time")),
-            history_length=int(data.get("history_length") or 0),
-            memo=dict(data.get("memo") or {}),
-            search_attributes=dict(data.get("search_attributes") or {}),
-            raw=data,
-            assigned_build_id=data.get("assigned_build_id"),
-            parent_id=data.get("parent_workflow_id"),
-            parent_run_id=data.get("parent_run_id"),
-        )
-
-
-def status_from_wire(value: str) -> WorkflowExecutionStatus:
-    """The server spells statuses ``ContinuedAsNew``; the enum ``CONTINUED_AS_NEW``."""
-    return WorkflowExecutionStatus(re.sub(r"(?<!^)(?=[A-Z])", "_", value).upper())
-
-
-def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
 class EagerWorkflowRunner(Protocol):
     """What a worker in this process offers an eager start: a free slot and a way to run the task."""
 
@@ -136,6 +90,7 @@ class Client:
     def __init__(self, transport: HttpTransport, *, data_converter: DataConverter, identity: str) -> None:
         self.transport = transport
         self.data_converter = data_converter
+        transport.payload_codec = data_converter.payload_codec
         self.identity = identity
         self.namespace = transport.namespace
         # Events name payloads past the server's inline limit by digest; this fetches them.
@@ -162,14 +117,27 @@ class Client:
     @classmethod
     async def connect(
         cls,
-        url: str,
+        target_host: str | None = None,
         *,
-        namespace: str = "default",
+        namespace: str | None = None,
         api_key: str | None = None,
         data_converter: DataConverter | None = None,
         identity: str | None = None,
+        tls: bool | Any = None,
+        url: str | None = None,
+        **_temporal_options: Any,
     ) -> Client:
-        transport = HttpTransport(url, namespace, api_key)
+        """Connect to a Chronicle server: ``Client.connect(**ClientConfig.load_client_connect_config())``
+        as in Temporal, or ``Client.connect("http://127.0.0.1:8000", namespace=..., api_key=...)``.
+
+        What is not given comes from ``sdk.envconfig``'s chain: ``CHRONICLE_*`` (then
+        ``TEMPORAL_*``) environment variables, a TOML profile, then ``.chronicle/dev.json``. A
+        ``host:port`` address (Temporal's form) is reached over ``http``, or ``https`` with
+        ``tls``. Temporal's gRPC options (``rpc_metadata``, ``lazy``, ``runtime``,
+        ``interceptors``, ``plugins``, ...) are accepted and have nothing to configure here.
+        """
+        host, namespace, api_key = resolve_connection(target_host or url, namespace, api_key)
+        transport = HttpTransport(base_url(host, tls=bool(tls)), namespace, api_key)
         return cls(
             transport,
             data_converter=data_converter or default_converter,
@@ -340,15 +308,27 @@ class Client:
     ) -> WorkflowHandle:
         return WorkflowHandle(self, workflow_id, run_id=run_id, result_run_id=run_id, result_type=result_type)
 
-    async def list_workflows(
-        self, query: str = "", *, page_size: int = 100
-    ) -> AsyncIterator[WorkflowExecutionDescription]:
-        """Executions matching a visibility query (Temporal's list filter), page by page.
+    def list_workflows(
+        self,
+        query: str | None = None,
+        *,
+        limit: int | None = None,
+        page_size: int = 1000,
+        next_page_token: str | None = None,
+    ) -> WorkflowExecutionAsyncIterator[WorkflowExecutionDescription]:
+        """Executions matching a visibility query (Temporal's list filter), page by page; iterate
+        it with ``async for`` (``.map_histories()`` gives each run's history).
 
         The server reads the query: ``WorkflowType = 'Order' AND Amount > 100 ORDER BY StartTime``.
         A query it cannot read raises ``RPCError`` with code ``invalid_query`` and the position.
         """
-        token = ""
+        size = min(page_size, limit) if limit else page_size
+        pages = self._list_pages(query or "", max(1, size), next_page_token or "")
+        return WorkflowExecutionAsyncIterator(pages, self._history_of, limit=limit)
+
+    async def _list_pages(
+        self, query: str, page_size: int, token: str
+    ) -> AsyncIterator[WorkflowExecutionDescription]:
         while True:
             params = {"query": query, "page_size": page_size, "next_page_token": token or None}
             page = await self.transport.get("/workflows", params=params) or {}
@@ -357,6 +337,10 @@ class Client:
             token = page.get("next_page_token") or ""
             if not token:
                 return
+
+    async def _history_of(self, execution: WorkflowExecutionDescription) -> WorkflowHistory:
+        handle = self.get_workflow_handle(execution.workflow_id, run_id=execution.run_id)
+        return await handle.fetch_history()
 
     async def create_schedule(
         self,
@@ -375,9 +359,12 @@ class Client:
     def get_schedule_handle(self, id: str) -> ScheduleHandle:
         return ScheduleHandle(self, id)
 
-    def list_schedules(self, *, page_size: int = 1000) -> AsyncIterator[ScheduleListDescription]:
-        """Every schedule of the namespace, in id order."""
-        return list_schedules(self, page_size=page_size)
+    def list_schedules(
+        self, query: str | None = None, *, page_size: int = 1000
+    ) -> PagedAsyncIterator[ScheduleListDescription]:
+        """Every schedule of the namespace, in id order; iterate it, or await it first as
+        Temporal's samples do. ``query`` is accepted for Temporal's signature and not applied."""
+        return PagedAsyncIterator(list_schedules(self, page_size=page_size))
 
     async def count_workflows(self, query: str = "") -> WorkflowExecutionCount:
         """How many executions match ``query``; end it with ``GROUP BY ExecutionStatus`` for groups."""
@@ -389,18 +376,6 @@ class Client:
             for g in data.get("groups") or []
         ]
         return WorkflowExecutionCount(count=int(data.get("count") or 0), groups=groups)
-
-
-@dataclass(frozen=True)
-class WorkflowExecutionCountAggregationGroup:
-    count: int
-    group_values: Sequence[Any]
-
-
-@dataclass(frozen=True)
-class WorkflowExecutionCount:
-    count: int
-    groups: Sequence[WorkflowExecutionCountAggregationGroup]
 
 
 _NO_ARG: Any = object()

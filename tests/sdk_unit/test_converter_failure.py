@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from sdk._failure import exception_to_failure, failure_to_exception
 from sdk.common import RetryPolicy
-from sdk.converter import DataConverter, PayloadCodec, parameter_hints
+from sdk.converter import DataConverter, parameter_hints
 from sdk.exceptions import ActivityError, ApplicationError, RetryState
 
 
@@ -43,28 +40,6 @@ def test_parameter_hints_restore_arguments() -> None:
     payloads = converter.to_payloads([Order("x", [], datetime(2026, 1, 1, tzinfo=UTC)), None])
     decoded = converter.from_payloads(payloads, parameter_hints(place))
     assert isinstance(decoded[0], Order) and decoded[1] is None
-
-
-class Base64Codec(PayloadCodec):
-    def encode(self, payloads: Any) -> list[dict[str, Any]]:
-        return [
-            {
-                "metadata": {"encoding": "binary/b64"},
-                "data": base64.b64encode(json.dumps(p).encode()).decode(),
-            }
-            for p in payloads
-        ]
-
-    def decode(self, payloads: Any) -> list[dict[str, Any]]:
-        return [json.loads(base64.b64decode(p["data"])) for p in payloads]
-
-
-def test_codec_wraps_payloads_both_ways() -> None:
-    converter = DataConverter(payload_codec=Base64Codec())
-    payload = converter.to_payload({"secret": 1})
-    assert payload["metadata"]["encoding"] == "binary/b64"
-    assert "secret" not in payload["data"]
-    assert converter.from_payload(payload) == {"secret": 1}
 
 
 def test_application_error_round_trips_with_cause() -> None:

@@ -1,0 +1,1 @@
+"""The ``temporal.api.common`` messages: see ``sdk.api.common.v1``."""
