@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend with the connection pool's cheaper check (``base``)."""
