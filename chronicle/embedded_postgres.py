@@ -35,6 +35,7 @@ from urllib.parse import quote
 import psycopg
 
 STOP_TIMEOUT_SECONDS = 15.0
+SESSIONS_GRACE_SECONDS = 3.0
 KEPT = "left the embedded PostgreSQL running"
 
 DEFAULT_USER = "postgres"
@@ -174,11 +175,17 @@ def stop_if_unused(data_dir: pathlib.Path, conninfo: str) -> str:
     """
     if postmaster_pid(data_dir) is None:
         return "the embedded PostgreSQL is not running"
-    try:
-        others = other_sessions(conninfo)
-    except psycopg.Error as exc:
-        others = []
-        logging.getLogger(__name__).warning("could not list sessions before stopping: %s", exc)
+    # The backends of processes that just exited linger a moment; give them time to end.
+    deadline = time.monotonic() + SESSIONS_GRACE_SECONDS
+    while True:
+        try:
+            others = other_sessions(conninfo)
+        except psycopg.Error as exc:
+            others = []
+            logging.getLogger(__name__).warning("could not list sessions before stopping: %s", exc)
+        if not others or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     if others:
         names = ", ".join(sorted(set(others)))
         return f"{KEPT}: {len(others)} other session(s) use it ({names})"

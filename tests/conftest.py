@@ -128,6 +128,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     conninfo = listen_conninfo()  # the test database is dropped: its NAME is the server's own again
     for conn in connections.all(initialized_only=True):
         conn.close()
+        conn.close_pool()
     terminal = session.config.pluginmanager.get_plugin("terminalreporter")
     message = stop_if_unused(Path(data_dir), conninfo)
     if terminal is not None:

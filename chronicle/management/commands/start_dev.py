@@ -99,6 +99,11 @@ class Command(BaseCommand):
                 f"port {port} on {HOST} is not free ({problem}): is another `make run` going? "
                 f"Stop it, or choose another port: manage.py start_dev --port {port + 1}"
             )
+        # This process queries a handful of times (migrate, bootstrap), then only supervises:
+        # a connection pool would keep sessions open the whole time, and could even open one
+        # after it is closed (its workers refill it in the background), while stopping the
+        # embedded server on Ctrl-C counts the sessions left to know no one else uses it.
+        connections["default"].settings_dict["OPTIONS"].pop("pool", None)
         stopping = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             code = self._run(port, no_demo_worker=options["no_demo_worker"])
