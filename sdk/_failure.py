@@ -9,6 +9,7 @@ from sdk.converter import DataConverter, default_converter
 from sdk.exceptions import (
     ActivityError,
     ApplicationError,
+    ApplicationErrorCategory,
     CancelledError,
     ChildWorkflowError,
     FailureError,
@@ -20,6 +21,9 @@ from sdk.exceptions import (
 )
 
 SOURCE = "PythonSDK"
+# Temporal's proto spelling; UNSPECIFIED is left out (null), as proto3 leaves defaults out.
+CATEGORY_WIRE = {ApplicationErrorCategory.BENIGN: "APPLICATION_ERROR_CATEGORY_BENIGN"}
+CATEGORY_FROM_WIRE = {wire: category for category, wire in CATEGORY_WIRE.items()}
 MAX_CAUSE_DEPTH = 20
 
 
@@ -47,6 +51,7 @@ def _failure_info(exc: BaseException, converter: DataConverter) -> dict[str, Any
                 "non_retryable": exc.non_retryable,
                 "details": converter.to_payloads(exc.details),
                 "next_retry_delay": exc.next_retry_delay,
+                "category": CATEGORY_WIRE.get(exc.category),
             }
         }
     if isinstance(exc, CancelledError):
@@ -127,6 +132,7 @@ def _exception_for(failure: dict[str, Any], converter: DataConverter) -> Failure
             type=info.get("type"),
             non_retryable=bool(info.get("non_retryable")),
             next_retry_delay=info.get("next_retry_delay"),
+            category=CATEGORY_FROM_WIRE.get(info.get("category"), ApplicationErrorCategory.UNSPECIFIED),
         )
     if (info := failure.get("canceled_failure_info")) is not None:
         return CancelledError(message, *converter.from_payloads(info.get("details")))

@@ -9,12 +9,19 @@ the same in both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import dataclasses
+import inspect
+import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, overload
+
+from sdk._logging import ContextLoggerAdapter
+from sdk.exceptions import CancelledError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,6 +33,7 @@ class ActivityDefinition:
     name: str
     fn: Callable[..., Any]
     is_async: bool
+    no_thread_cancel_exception: bool = False
 
 
 @overload
@@ -33,15 +41,31 @@ def defn(fn: F) -> F: ...
 
 
 @overload
-def defn(*, name: str | None = None) -> Callable[[F], F]: ...
+def defn(
+    *, name: str | None = None, no_thread_cancel_exception: bool = False, dynamic: bool = False
+) -> Callable[[F], F]: ...
 
 
-def defn(fn: F | None = None, *, name: str | None = None) -> F | Callable[[F], F]:
-    """Mark a function as an activity, registered under ``name`` (default: its ``__name__``)."""
+def defn(
+    fn: F | None = None,
+    *,
+    name: str | None = None,
+    no_thread_cancel_exception: bool = False,
+    dynamic: bool = False,
+) -> F | Callable[[F], F]:
+    """Mark a function as an activity, registered under ``name`` (default: its ``__name__``).
+
+    A sync activity that was cancelled gets ``CancelledError`` from its next ``heartbeat()``
+    (so it stops, and a worker shutting down does not wait on it), unless
+    ``no_thread_cancel_exception``; it can also poll ``is_cancelled()``.
+    """
+    if dynamic:
+        raise NotImplementedError("dynamic activities are not supported yet: register each name")
 
     def mark(target: F) -> F:
         activity_name = name or target.__name__
-        definition = ActivityDefinition(activity_name, target, asyncio.iscoroutinefunction(target))
+        is_async = asyncio.iscoroutinefunction(target)
+        definition = ActivityDefinition(activity_name, target, is_async, no_thread_cancel_exception)
         target.__chronicle_activity_name__ = activity_name  # type: ignore[attr-defined]
         target.__chronicle_activity_definition__ = definition  # type: ignore[attr-defined]
         return target
@@ -50,10 +74,18 @@ def defn(fn: F | None = None, *, name: str | None = None) -> F | Callable[[F], F
 
 
 def definition_of(fn: Callable[..., Any]) -> ActivityDefinition:
-    """The recorded definition; a clear error for a function not marked with ``@activity.defn``."""
+    """The recorded definition; a clear error for a function not marked with ``@activity.defn``.
+
+    A method registered through its instance (``activities=[obj.method]``) is called bound,
+    so it gets its ``self``; the decorator saw only the plain function.
+    """
+    if isinstance(fn, type):
+        raise TypeError(f"{fn!r} is a class instead of an instance: register an instance's methods")
     found = getattr(fn, "__chronicle_activity_definition__", None)
     if not isinstance(found, ActivityDefinition):
         raise TypeError(f"{fn!r} is not an activity: decorate it with @activity.defn")
+    if inspect.ismethod(fn):
+        return dataclasses.replace(found, fn=fn)
     return found
 
 
@@ -64,7 +96,7 @@ class Info:
     activity_id: str
     activity_type: str
     attempt: int
-    task_token: str
+    task_token: bytes
     task_queue: str
     workflow_id: str
     workflow_run_id: str
@@ -88,6 +120,9 @@ class ActivityContext:
     heartbeat_sink: Callable[[Sequence[Any]], None]
     cancelled: threading.Event = field(default_factory=threading.Event)
     cancel_reason: str = ""
+    # A sync activity's heartbeat raises CancelledError once cancelled (unless shielded).
+    raise_on_heartbeat: bool = False
+    shielded: int = 0
 
     def request_cancel(self, reason: str) -> None:
         self.cancel_reason = reason
@@ -109,6 +144,17 @@ def set_context(context: ActivityContext) -> contextvars.Token[ActivityContext]:
     return _current.set(context)
 
 
+class _CompleteAsyncError(BaseException):
+    """Unwinds an activity that will be completed later through its task token."""
+
+
+def raise_complete_async() -> None:
+    """End this activity without a result: it stays started until a client completes it with
+    ``client.get_async_activity_handle(task_token=activity.info().task_token)``."""
+    _context()
+    raise _CompleteAsyncError()
+
+
 def in_activity() -> bool:
     return _current.get(None) is not None
 
@@ -118,8 +164,26 @@ def info() -> Info:
 
 
 def heartbeat(*details: Any) -> None:
-    """Record progress; the worker throttles and batches these and reports cancellation back."""
-    _context().heartbeat_sink(details)
+    """Record progress; the worker throttles and batches these and reports cancellation back.
+
+    In a sync activity that has been cancelled this raises ``CancelledError`` (Temporal raises
+    it in the activity's thread), unless inside ``shield_thread_cancel_exception()``.
+    """
+    context = _context()
+    context.heartbeat_sink(details)
+    if context.raise_on_heartbeat and context.cancelled.is_set() and not context.shielded:
+        raise CancelledError(context.cancel_reason or "Activity cancelled")
+
+
+@contextlib.contextmanager
+def shield_thread_cancel_exception() -> Iterator[None]:
+    """Hold off a sync activity's ``CancelledError`` for this block (e.g. while cleaning up)."""
+    context = _context()
+    context.shielded += 1
+    try:
+        yield
+    finally:
+        context.shielded -= 1
 
 
 def is_cancelled() -> bool:
@@ -137,3 +201,24 @@ async def wait_for_cancelled() -> None:
 def wait_for_cancelled_sync(timeout: float | None = None) -> bool:
     """Block a sync activity's thread until cancelled or ``timeout``; True if cancelled."""
     return _context().cancelled.wait(timeout)
+
+
+def _log_details() -> dict[str, Any] | None:
+    context = _current.get(None)
+    if context is None:
+        return None
+    info = context.info
+    return {
+        "activity_id": info.activity_id,
+        "activity_type": info.activity_type,
+        "attempt": info.attempt,
+        "namespace": info.workflow_namespace,
+        "task_queue": info.task_queue,
+        "workflow_id": info.workflow_id,
+        "workflow_run_id": info.workflow_run_id,
+        "workflow_type": info.workflow_type,
+    }
+
+
+logger = ContextLoggerAdapter(logging.getLogger("sdk.activity"), "temporal_activity", _log_details)
+"""Logs with the running activity's ids in ``extra["temporal_activity"]`` and on the message."""

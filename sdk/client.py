@@ -10,6 +10,8 @@ from datetime import timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from sdk._async_activity import AsyncActivityCancelledError as AsyncActivityCancelledError
+from sdk._async_activity import AsyncActivityHandle
 from sdk._build_ids import BuildIdOpAddNewDefault as BuildIdOpAddNewDefault
 from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
 from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
@@ -74,6 +76,16 @@ def default_identity() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
 
 
+# Temporal's connect options with nothing to configure over HTTP.
+TEMPORAL_CONNECT_OPTIONS = frozenset(
+    {
+        "default_workflow_query_reject_condition", "dns_load_balancing_config", "grpc_compression",
+        "header_codec_behavior", "http_connect_proxy_config", "interceptors", "keep_alive_config",
+        "lazy", "payload_limits", "plugins", "retry_config", "rpc_metadata", "runtime",
+    }
+)  # fmt: skip
+
+
 class EagerWorkflowRunner(Protocol):
     """What a worker in this process offers an eager start: a free slot and a way to run the task."""
 
@@ -136,6 +148,9 @@ class Client:
         ``tls``. Temporal's gRPC options (``rpc_metadata``, ``lazy``, ``runtime``,
         ``interceptors``, ``plugins``, ...) are accepted and have nothing to configure here.
         """
+        unknown = sorted(set(_temporal_options) - TEMPORAL_CONNECT_OPTIONS)
+        if unknown:
+            raise TypeError(f"Client.connect() got unexpected keyword argument(s): {', '.join(unknown)}")
         host, namespace, api_key = resolve_connection(target_host or url, namespace, api_key)
         transport = HttpTransport(base_url(host, tls=bool(tls)), namespace, api_key)
         return cls(
@@ -355,6 +370,23 @@ class Client:
         return await create_schedule(
             self, id, schedule, trigger_immediately=trigger_immediately, backfill=backfill, memo=memo
         )
+
+    def get_async_activity_handle(
+        self,
+        *,
+        task_token: bytes | None = None,
+        workflow_id: str | None = None,
+        run_id: str | None = None,
+        activity_id: str | None = None,
+    ) -> AsyncActivityHandle:
+        """A handle to finish an activity that called ``activity.raise_complete_async()``, by the
+        task token it was given (``activity.info().task_token``). Addressing it by workflow id
+        and activity id instead is not offered by the server."""
+        if task_token is None:
+            raise ValueError(
+                "give task_token: completing an activity by workflow and activity id is not supported"
+            )
+        return AsyncActivityHandle(self, task_token, self.identity)
 
     def get_schedule_handle(self, id: str) -> ScheduleHandle:
         return ScheduleHandle(self, id)

@@ -8,6 +8,8 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any
 
+from sdk.api.common.v1 import Payload
+
 
 def to_seconds(value: timedelta | float | None) -> float | None:
     """Durations travel as float seconds; accept a timedelta or a number."""
@@ -77,3 +79,13 @@ class WorkflowExecutionStatus(str, Enum):
     TERMINATED = "TERMINATED"
     CONTINUED_AS_NEW = "CONTINUED_AS_NEW"
     TIMED_OUT = "TIMED_OUT"
+
+
+@dataclass(frozen=True)
+class RawValue:
+    """A payload not yet converted: what dynamic handlers and dynamic workflows receive.
+
+    Convert it with ``workflow.payload_converter().from_payload(raw.payload, MyType)``.
+    """
+
+    payload: Payload

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
+from datetime import timedelta
+from enum import Enum, IntEnum
 from typing import Any
+
+from sdk.api.failure.v1 import Failure
 
 
 class ChronicleError(Exception):
@@ -23,14 +26,23 @@ class FailureError(ChronicleError):
         self._failure: dict[str, Any] | None = None
 
     @property
-    def failure(self) -> dict[str, Any] | None:
-        """The wire failure this error was decoded from, when it came from the server."""
-        return self._failure
+    def failure(self) -> Failure | None:
+        """The failure this error was decoded from, when it came from the server: Temporal's
+        ``Failure`` attributes (``.message``, ``.stack_trace``, ``.cause``) over the wire dict."""
+        return Failure(self._failure) if self._failure is not None else None
 
     @property
     def cause(self) -> BaseException | None:
         """The error beneath this one (an activity's or child's own failure), as Temporal names it."""
         return self.__cause__
+
+
+class ApplicationErrorCategory(IntEnum):
+    """How an application error is reported: ``BENIGN`` ones (an expected outcome, such as a
+    poll that found nothing yet) are logged at DEBUG by the worker instead of WARNING."""
+
+    UNSPECIFIED = 0
+    BENIGN = 1
 
 
 class ApplicationError(FailureError):
@@ -42,13 +54,21 @@ class ApplicationError(FailureError):
         *details: Any,
         type: str | None = None,
         non_retryable: bool = False,
-        next_retry_delay: float | None = None,
+        next_retry_delay: timedelta | float | None = None,
+        category: ApplicationErrorCategory = ApplicationErrorCategory.UNSPECIFIED,
     ) -> None:
         super().__init__(message)
         self.details: Sequence[Any] = details
         self.type = type
         self.non_retryable = non_retryable
-        self.next_retry_delay = next_retry_delay
+        self.next_retry_delay = (
+            next_retry_delay.total_seconds() if isinstance(next_retry_delay, timedelta) else next_retry_delay
+        )
+        self.category = category
+
+    def __str__(self) -> str:
+        """``"type: message"`` when a type is set, as Temporal's reads."""
+        return f"{self.type}: {self.message}" if self.type else self.message
 
 
 class CancelledError(FailureError):
@@ -177,6 +197,15 @@ class WorkflowAlreadyStartedError(FailureError):
 
 class NondeterminismError(ChronicleError):
     """Replayed workflow code issued commands that do not match the recorded history."""
+
+
+class RestrictedWorkflowAccessError(NondeterminismError):
+    """Workflow code called something nondeterministic (a wall clock, randomness, blocking I/O)
+    while the determinism guard was on; the message names the deterministic replacement."""
+
+
+class ReadOnlyContextError(ChronicleError):
+    """Workflow code tried to issue a command where only reading is allowed (a query handler)."""
 
 
 class QueryFailed(ChronicleError):

@@ -91,8 +91,10 @@ class Activities(IssuesCommands):
             abandon = cancellation_type == ActivityCancellationType.ABANDON
             self._cancel_activity(state, wait=wait, abandon=abandon)
             if wait and not state.future.done() and state.scheduled_event_id:
+                # Waiting for the activity's own word: if it caught the cancel and returned a
+                # value, that is the outcome (Temporal's rule), not a cancellation of the run.
                 with contextlib.suppress(Exception):
-                    await state.future
+                    return await state.future
             raise
 
     def _schedule_activity(

@@ -31,6 +31,7 @@ from sdk._runtime.commands import (
     event_identity,
     is_patch_marker,
 )
+from sdk._runtime.handlers import Handlers
 from sdk._runtime.loop import DeterministicLoop
 from sdk.converter import DataConverter, parameter_hints, return_hint
 from sdk.exceptions import (
@@ -39,9 +40,9 @@ from sdk.exceptions import (
     ChildWorkflowError,
     FailureError,
     NondeterminismError,
-    QueryFailed,
+    ReadOnlyContextError,
 )
-from sdk.workflow import ContinueAsNewError, Info, _Runtime
+from sdk.workflow import ContinueAsNewError, Info, _guard, _Runtime
 from sdk.workflow._definition import WorkflowDefinition
 
 T = TypeVar("T")
@@ -77,14 +78,24 @@ def _is_cancellation(error: FailureError) -> bool:
     return isinstance(error, ActivityError | ChildWorkflowError) and isinstance(error.cause, CancelledError)
 
 
-class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
+class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
     """A workflow run: feed it history with ``activate``, send back the commands it returns.
 
     While its code runs it is the installed ``workflow._Runtime``, the interface through
     which ``sdk.workflow``'s functions reach it.
     """
 
-    def __init__(self, definition: WorkflowDefinition, info: Info, converter: DataConverter) -> None:
+    def __init__(
+        self,
+        definition: WorkflowDefinition,
+        info: Info,
+        converter: DataConverter,
+        *,
+        determinism_guard: bool = True,
+    ) -> None:
+        self.determinism_guard = determinism_guard
+        if determinism_guard:
+            _guard.install()
         self.definition = definition
         self.info = info
         self.converter = converter
@@ -99,7 +110,6 @@ class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
         self._timer_ids: dict[int, str] = {}
         self._jobs: list[dict[str, Any]] = []
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
-        self._buffered_signals: dict[str, list[dict[str, Any]]] = {}
         self._patches: dict[str, bool] = {}
         self._replay_markers: set[str] = set()
         self._object: Any = None
@@ -111,6 +121,7 @@ class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
         self.continued_failure: dict[str, Any] | None = None
         self._init_children()
         self._init_activities()
+        self._init_handlers()
         self.cancel_requested = False
 
     # -- the seam the worker calls -------------------------------------------------------------
@@ -163,17 +174,6 @@ class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
         completed = any(c.command_type in CLOSE_COMMANDS for c in self._unmatched)
         return Activation(commands, list(self._local_requests), completed)
 
-    def query(self, query_type: str, args: list[dict[str, Any]]) -> dict[str, Any]:
-        handler = self.definition.queries.get(query_type)
-        if handler is None:
-            known = ", ".join(sorted(self.definition.queries)) or "none"
-            raise QueryFailed(f"unknown query type {query_type!r} (known: {known})")
-        try:
-            values = self.converter.from_payloads(args, parameter_hints(handler, skip_self=True))
-            return self.converter.to_payload(handler(self._object, *values))
-        except Exception as exc:
-            raise QueryFailed(str(exc)) from exc
-
     # -- replay matching -----------------------------------------------------------------------
 
     def _match(self, event: dict[str, Any]) -> None:
@@ -206,6 +206,8 @@ class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
         identity: str,
         on_recorded: Callable[[int], None] | None = None,
     ) -> Command:
+        if self._read_only:
+            raise ReadOnlyContextError(f"While in read-only function, action attempted: {command_type}")
         command = Command(self._next_seq(), command_type, attributes, identity, on_recorded)
         self._unmatched.append(command)
         return command
@@ -240,8 +242,9 @@ class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
             self.current_time = datetime.fromisoformat(event_time)
         self.loop.set_time(self.current_time.timestamp())
         jobs, self._jobs = self._ordered(self._jobs), []
-        for job in jobs:
-            self._apply(job)
+        with self.installed():  # signal handlers run workflow code
+            for job in jobs:
+                self._apply(job)
         self._run_code()
 
     @staticmethod
@@ -291,9 +294,14 @@ class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
         run_fn = self.definition.run_fn
         self.last_completion_result = attrs.get("last_completion_result")
         self.continued_failure = attrs.get("continued_failure")
-        args = self.converter.from_payloads(attrs.get("input"), parameter_hints(run_fn, skip_self=True))
+        payloads = attrs.get("input") or []
+        if self.definition.dynamic:  # one parameter: the raw arguments
+            args: list[Any] = [self._raw(payloads)]
+        else:
+            args = self.converter.from_payloads(payloads, parameter_hints(run_fn, skip_self=True))
         with self.installed():
             self._object = self.definition.cls(*(args if self.definition.init_takes_args else []))
+        self._bind_handlers(self._object)
         self._main = self.loop.create_task(self._run_main(args))
 
     async def _run_main(self, args: list[Any]) -> None:
@@ -308,6 +316,8 @@ class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
                 self._close("CancelWorkflowExecution", {"details": None})
             else:
                 self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
+        except self.definition.failure_exception_types as exc:
+            self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
         else:
             encoded = self.converter.to_result(result)
             self._close("CompleteWorkflowExecution", {"result": encoded})
@@ -316,22 +326,9 @@ class WorkflowInstance(ChildWorkflows, Activities, _Runtime):
         self._closed = True
         self._issue(command_type, attributes, COMMAND_EVENTS[command_type])
 
-    def _deliver_signal(self, name: str, payloads: list[dict[str, Any]]) -> None:
-        handler = self.definition.signals.get(name)
-        if handler is None or self._object is None:
-            self._buffered_signals.setdefault(name, []).append({"input": payloads})
-            return
-        values = self.converter.from_payloads(payloads, parameter_hints(handler, skip_self=True))
-        outcome = handler(self._object, *values)
-        if asyncio.iscoroutine(outcome):
-            self.loop.create_task(outcome)
-
     def _run_code(self) -> None:
-        if self._object is not None:
-            for name in [n for n in self._buffered_signals if n in self.definition.signals]:
-                for buffered in self._buffered_signals.pop(name):
-                    self._deliver_signal(name, buffered["input"])
         with self.installed():
+            self._deliver_buffered()
             try:
                 self.loop.run_until_blocked(self._check_conditions)
             except (FailureError, asyncio.CancelledError, ContinueAsNewError):

@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from sdk._runtime.replayer import Replayer
 from sdk.worker._worker import Worker
+from sdk.worker.workflow_sandbox import SandboxedWorkflowRunner, UnsandboxedWorkflowRunner, WorkflowRunner
 
-__all__ = ["Replayer", "Worker"]
+__all__ = ["Replayer", "SandboxedWorkflowRunner", "UnsandboxedWorkflowRunner", "Worker", "WorkflowRunner"]

@@ -14,11 +14,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sdk import activity
+from sdk._async_activity import task_token_for
 from sdk._failure import exception_to_failure
 from sdk._http import NotFoundError
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter, parameter_hints
-from sdk.exceptions import ApplicationError, CancelledError
+from sdk.exceptions import ApplicationError, ApplicationErrorCategory, CancelledError
 
 log = logging.getLogger("sdk.worker.activity")
 
@@ -140,6 +141,8 @@ class ActivityRunner:
                 task.get("input") or [], parameter_hints(definition.fn)
             )
             return "complete", await self._call(definition, args, context)
+        except activity._CompleteAsyncError:
+            return "async", None  # a client completes it later, by its task token
         except (asyncio.CancelledError, CancelledError) as exc:
             if context.cancelled.is_set():
                 return "cancel", exc
@@ -153,6 +156,7 @@ class ActivityRunner:
         self, definition: activity.ActivityDefinition, args: list[Any], context: activity.ActivityContext
     ) -> Any:
         token = activity.set_context(context)
+        context.raise_on_heartbeat = not definition.is_async and not definition.no_thread_cancel_exception
         try:
             if definition.is_async:
                 return await definition.fn(*args)
@@ -197,6 +201,8 @@ class ActivityRunner:
 
     async def _report(self, task: dict[str, Any], outcome: tuple[str, Any], beats: Heartbeater) -> None:
         kind, value = outcome
+        if kind == "async":
+            return
         converter = self.worker.client.data_converter
         base = f"/task-queues/{self.worker.task_queue}/activity-tasks/"
         body: dict[str, Any] = {"task_token": task["task_token"], "identity": self.worker.identity}
@@ -210,6 +216,7 @@ class ActivityRunner:
             )
         else:
             path, body["failure"] = base + "fail", exception_to_failure(value, converter)
+            _log_failure(task, value)
             last = beats.take()
             if last is not None:
                 body["last_heartbeat_details"] = converter.to_payloads(list(last))
@@ -261,6 +268,19 @@ class ActivityRunner:
             self.executor.shutdown(wait=False)
 
 
+def _log_failure(task: dict[str, Any], error: BaseException) -> None:
+    """An attempt's failure, at WARNING; at DEBUG for a BENIGN application error (an expected outcome)."""
+    benign = getattr(error, "category", None) == ApplicationErrorCategory.BENIGN
+    log.log(
+        logging.DEBUG if benign else logging.WARNING,
+        "activity %s (%s) attempt %s failed: %s",
+        task.get("activity_id"),
+        (task.get("activity_type") or {}).get("name"),
+        task.get("attempt"),
+        error,
+    )
+
+
 def _retry_delay(policy: RetryPolicy, attempt: int, error: BaseException) -> float | None:
     """Seconds before the next attempt, or None when the policy says stop."""
     if isinstance(error, ApplicationError) and (
@@ -283,7 +303,7 @@ def _info(task: dict[str, Any], task_queue: str, converter: DataConverter) -> ac
         activity_id=task["activity_id"],
         activity_type=task["activity_type"]["name"],
         attempt=int(task.get("attempt") or 1),
-        task_token=task["task_token"],
+        task_token=task_token_for(task_queue, task["task_token"]),
         task_queue=task.get("task_queue") or task_queue,
         workflow_id=execution.get("workflow_id", ""),
         workflow_run_id=execution.get("run_id", ""),

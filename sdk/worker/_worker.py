@@ -20,7 +20,8 @@ from sdk.client import Client
 from sdk.exceptions import RPCError
 from sdk.worker._activities import REPORT_BACKOFF_MAX, ActivityRunner
 from sdk.worker._reports import ReportBatcher
-from sdk.worker._workflows import WorkflowRunner
+from sdk.worker._workflows import WorkflowRunner as WorkflowTaskRunner
+from sdk.worker.workflow_sandbox import UnsandboxedWorkflowRunner, WorkflowRunner
 
 log = logging.getLogger("sdk.worker")
 
@@ -31,6 +32,26 @@ MAX_TASKS_PER_POLL = 8
 # given up: the server retries the task after its timeout, so nothing is lost, and a
 # worker stopping while the server is down does not hang.
 SHUTDOWN_REPORT_GRACE = timedelta(seconds=10)
+
+
+# Temporal's Worker options with nothing to configure here (no gRPC, no sandbox, no tuners).
+TEMPORAL_WORKER_OPTIONS = frozenset(
+    {
+        "activity_task_poller_behavior", "debug_mode", "deployment_config",
+        "disable_safe_workflow_eviction", "graceful_shutdown_timeout", "interceptors",
+        "max_activities_per_second", "max_concurrent_local_activities",
+        "max_task_queue_activities_per_second", "no_remote_activities", "on_fatal_error",
+        "plugins", "shared_state_manager", "tuner", "workflow_task_executor",
+        "workflow_task_poller_behavior",
+    }
+)  # fmt: skip
+
+
+def _refuse_unknown(what: str, given: dict[str, Any], known: frozenset[str]) -> None:
+    """Temporal's options are accepted; a misspelt one is an error, not silently dropped."""
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise TypeError(f"{what}() got unexpected keyword argument(s): {', '.join(unknown)}")
 
 
 class Worker:
@@ -59,12 +80,26 @@ class Worker:
         build_id: str | None = None,
         use_worker_versioning: bool = False,
         shutdown_report_grace: timedelta = SHUTDOWN_REPORT_GRACE,
+        workflow_failure_exception_types: Sequence[type[BaseException]] = (),
+        determinism_guard: bool = True,
+        workflow_runner: WorkflowRunner | None = None,
+        unsandboxed_workflow_runner: WorkflowRunner | None = None,
+        **_temporal_options: Any,
     ) -> None:
         """``build_id`` names this worker's code; it is recorded on the workflow tasks it runs.
 
         With ``use_worker_versioning`` the worker takes only tasks of runs pinned to its
         build (a namespace admin sets the queue's current build; new runs are pinned to it).
+
+        An exception whose type is in ``workflow_failure_exception_types`` fails the run
+        instead of its workflow task (as ``@workflow.defn(failure_exception_types=...)`` does
+        for one workflow). ``determinism_guard`` makes wall clocks, randomness and blocking
+        I/O raise in workflow code (``sdk.worker.workflow_sandbox`` explains; there is no
+        sandbox, so the runner options are accepted and change nothing). Temporal's other
+        options (``interceptors``, ``plugins``, ``debug_mode``, tuners, ...) are accepted
+        and have nothing to configure here.
         """
+        _refuse_unknown("Worker", _temporal_options, TEMPORAL_WORKER_OPTIONS)
         if not workflows and not activities:
             raise ValueError("a worker needs at least one workflow or activity")
         if use_worker_versioning and not build_id:
@@ -88,8 +123,11 @@ class Worker:
         )
         self.build_id = build_id
         self.use_worker_versioning = use_worker_versioning
+        self.workflow_failure_exception_types = tuple(workflow_failure_exception_types)
+        self.determinism_guard = determinism_guard
+        self.workflow_runner_option = workflow_runner or UnsandboxedWorkflowRunner()
         self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
-        self.workflow_runner = WorkflowRunner(self, workflows) if workflows else None
+        self.workflow_runner = WorkflowTaskRunner(self, workflows) if workflows else None
         self._stopping = asyncio.Event()
         self._pollers: list[asyncio.Task[None]] = []
         self._done = asyncio.Event()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections import OrderedDict
@@ -23,7 +24,7 @@ from sdk._runtime.instance import (
 from sdk._runtime.replayer import info_from_started_event
 from sdk.exceptions import ApplicationError, NondeterminismError
 from sdk.workflow import Info
-from sdk.workflow._definition import WorkflowDefinition
+from sdk.workflow._definition import DYNAMIC, WorkflowDefinition
 
 log = logging.getLogger("sdk.worker.workflow")
 
@@ -37,7 +38,7 @@ def local_activity_info(run: Info, activity_type: str) -> activity.Info:
         activity_id="local",
         activity_type=activity_type,
         attempt=1,
-        task_token="",
+        task_token=b"",
         task_queue=run.task_queue,
         workflow_id=run.workflow_id,
         workflow_run_id=run.run_id,
@@ -60,8 +61,12 @@ class WorkflowRunner:
     def __init__(self, worker: Any, workflows: Sequence[type]) -> None:
         self.worker = worker
         self.definitions: dict[str, WorkflowDefinition] = {}
+        extra_failures = tuple(getattr(worker, "workflow_failure_exception_types", ()))
         for cls in workflows:
             definition = WorkflowDefinition.from_class(cls)
+            if extra_failures:
+                failures = definition.failure_exception_types + extra_failures
+                definition = dataclasses.replace(definition, failure_exception_types=failures)
             self.definitions[definition.name] = definition
         self.cache: OrderedDict[str, WorkflowInstance] = OrderedDict()
         self.sticky_queue = f"{worker.task_queue}-sticky-{uuid.uuid4().hex[:12]}"
@@ -151,7 +156,7 @@ class WorkflowRunner:
         self.cache.pop(run_id, None)
         if not events or int(events[0]["event_id"]) != 1:
             events = await self._resolved(await self._full_history(task, events))
-        definition = self.definitions.get(task["workflow_type"]["name"])
+        definition = self.definitions.get(task["workflow_type"]["name"]) or self.definitions.get(DYNAMIC)
         if definition is None:
             known = ", ".join(sorted(self.definitions)) or "none"
             raise LookupError(f"workflow type {task['workflow_type']['name']!r} is not registered ({known})")
@@ -162,7 +167,9 @@ class WorkflowRunner:
             run_id=execution["run_id"],
             namespace=self.worker.client.namespace,
         )
-        return WorkflowInstance(definition, info, self.worker.client.data_converter), events
+        guard = bool(getattr(self.worker, "determinism_guard", True))
+        converter = self.worker.client.data_converter
+        return WorkflowInstance(definition, info, converter, determinism_guard=guard), events
 
     async def _resolved(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The events with payload references swapped for the stored payloads."""

@@ -15,7 +15,10 @@ from sdk.workflow._interface import ActivityCancellationType, _Runtime
 def _activity_name(activity: Any) -> str:
     if isinstance(activity, str):
         return activity
-    return str(getattr(activity, "__chronicle_activity_name__", activity.__name__))
+    name = getattr(activity, "__chronicle_activity_name__", None)
+    if name is None and not hasattr(activity, "__name__"):  # a callable class instance
+        name = getattr(type(activity).__call__, "__chronicle_activity_name__", type(activity).__name__)
+    return str(name or activity.__name__)
 
 
 def start_activity(
@@ -84,3 +87,16 @@ def start_local_activity(activity: Any, arg: Any = None, **options: Any) -> asyn
     # The activity is started when the task first runs, not now: replays of recorded
     # histories depend on that order.
     return _Runtime.current().workflow_create_task(execute_local_activity(activity, arg, **options))
+
+
+# Temporal's spellings for activities that are methods (the workflow passes ``MyClass.method``;
+# the worker registers ``instance.method``) or callable class instances: the activity is
+# named by its decorator either way, so they are the functions above.
+start_activity_method = start_activity
+execute_activity_method = execute_activity
+start_local_activity_method = start_local_activity
+execute_local_activity_method = execute_local_activity
+start_activity_class = start_activity
+execute_activity_class = execute_activity
+start_local_activity_class = start_local_activity
+execute_local_activity_class = execute_local_activity

@@ -9,13 +9,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid as _uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from sdk._logging import ContextLoggerAdapter
 from sdk.common import to_seconds
+from sdk.converter import PayloadConverter
 from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
 from sdk.workflow._interface import Info, _Runtime
+
+T = TypeVar("T")
 
 
 async def sleep(duration: timedelta | float) -> None:
@@ -39,6 +43,33 @@ def now() -> datetime:
 
 def time() -> float:
     return _Runtime.current().workflow_time()
+
+
+def time_ns() -> int:
+    return int(_Runtime.current().workflow_time() * 1_000_000_000)
+
+
+def in_workflow() -> bool:
+    """True while workflow code runs (inside a workflow task)."""
+    return _Runtime.maybe_current() is not None
+
+
+def payload_converter() -> PayloadConverter:
+    """The run's payload converter, e.g. to read a ``RawValue`` a dynamic handler received."""
+    return _Runtime.current().workflow_data_converter().payload_converter
+
+
+async def wait(
+    fs: Iterable[Awaitable[T]],
+    *,
+    timeout: timedelta | float | None = None,
+    return_when: str = asyncio.ALL_COMPLETED,
+) -> tuple[list[asyncio.Task[T]], list[asyncio.Task[T]]]:
+    """``asyncio.wait`` with a deterministic answer: ``(done, pending)`` as lists in the order
+    the awaitables were given (asyncio's sets iterate in an order replay cannot promise)."""
+    tasks = [asyncio.ensure_future(f) for f in fs]
+    done, _ = await asyncio.wait(tasks, timeout=to_seconds(timeout), return_when=return_when)
+    return [t for t in tasks if t in done], [t for t in tasks if t not in done]
 
 
 def info() -> Info:
@@ -88,11 +119,34 @@ def get_last_failure() -> BaseException | None:
     return _Runtime.current().workflow_last_failure()
 
 
-class _ReplaySilentFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
+def _log_details() -> dict[str, Any] | None:
+    runtime = _Runtime.maybe_current()
+    if runtime is None:
+        return None
+    info = runtime.workflow_info()
+    return {
+        "attempt": info.attempt,
+        "namespace": info.namespace,
+        "run_id": info.run_id,
+        "task_queue": info.task_queue,
+        "workflow_id": info.workflow_id,
+        "workflow_type": info.workflow_type,
+    }
+
+
+class LoggerAdapter(ContextLoggerAdapter):
+    """Logs with the run's ids in ``extra["temporal_workflow"]`` and on the message, and stays
+    silent while the run replays history it already logged (unless ``log_during_replay``)."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logger, "temporal_workflow", _log_details)
+        self.log_during_replay = False
+
+    def isEnabledFor(self, level: int) -> bool:
         runtime = _Runtime.maybe_current()
-        return not (runtime is not None and runtime.workflow_is_replaying())
+        if runtime is not None and runtime.workflow_is_replaying() and not self.log_during_replay:
+            return False
+        return super().isEnabledFor(level)
 
 
-logger = logging.getLogger("sdk.workflow")
-logger.addFilter(_ReplaySilentFilter())
+logger = LoggerAdapter(logging.getLogger("sdk.workflow"))

@@ -7,8 +7,9 @@ module knowing anything about how workflows run.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, TypeVar, overload
 
 DEFINITION_ATTR = "__chronicle_workflow_definition__"
@@ -16,6 +17,8 @@ RUN_ATTR = "__chronicle_workflow_run__"
 SIGNAL_ATTR = "__chronicle_workflow_signal__"
 QUERY_ATTR = "__chronicle_workflow_query__"
 INIT_ATTR = "__chronicle_workflow_init__"
+# The name a dynamic handler is recorded under: it takes every name no other handler has.
+DYNAMIC = "<dynamic>"
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,6 +32,9 @@ class WorkflowDefinition:
     signals: dict[str, Callable[..., Any]] = field(default_factory=dict)
     queries: dict[str, Callable[..., Any]] = field(default_factory=dict)
     init_takes_args: bool = False
+    # Exceptions (besides FailureError) that fail the run rather than its workflow task.
+    failure_exception_types: tuple[type[BaseException], ...] = ()
+    dynamic: bool = False
 
     @staticmethod
     def from_class(cls: type) -> WorkflowDefinition:
@@ -37,8 +43,22 @@ class WorkflowDefinition:
             raise TypeError(f"{cls.__qualname__} is not decorated with @workflow.defn")
         return definition
 
+    @property
+    def dynamic_signal(self) -> Callable[..., Any] | None:
+        return self.signals.get(DYNAMIC)
+
+    @property
+    def dynamic_query(self) -> Callable[..., Any] | None:
+        return self.queries.get(DYNAMIC)
+
     @staticmethod
-    def build(cls: type, name: str | None) -> WorkflowDefinition:
+    def build(
+        cls: type,
+        name: str | None,
+        *,
+        dynamic: bool = False,
+        failure_exception_types: Sequence[type[BaseException]] = (),
+    ) -> WorkflowDefinition:
         """Collect the decorated members of ``cls``; exactly one ``@workflow.run`` is required."""
         runs: list[Callable[..., Any]] = []
         signals: dict[str, Callable[..., Any]] = {}
@@ -56,13 +76,17 @@ class WorkflowDefinition:
             init_takes_args = True
         if len(runs) != 1:
             raise TypeError(f"{cls.__qualname__} needs exactly one @workflow.run method")
+        if name and dynamic:
+            raise ValueError("a workflow cannot have both a name and dynamic=True")
         return WorkflowDefinition(
-            name=name or cls.__name__,
+            name=DYNAMIC if dynamic else name or cls.__name__,
             cls=cls,
             run_fn=runs[0],
             signals=signals,
             queries=queries,
             init_takes_args=init_takes_args,
+            failure_exception_types=tuple(failure_exception_types),
+            dynamic=dynamic,
         )
 
 
@@ -96,14 +120,42 @@ def defn(cls: type[T]) -> type[T]: ...
 
 
 @overload
-def defn(*, name: str | None = None) -> Callable[[type[T]], type[T]]: ...
+def defn(
+    *,
+    name: str | None = None,
+    sandboxed: bool = True,
+    dynamic: bool = False,
+    failure_exception_types: Sequence[type[BaseException]] = (),
+    versioning_behavior: Any = None,
+) -> Callable[[type[T]], type[T]]: ...
 
 
-def defn(cls: type[T] | None = None, *, name: str | None = None) -> Any:
-    """Mark a class as a workflow; ``name`` defaults to the class name."""
+def defn(
+    cls: type[T] | None = None,
+    *,
+    name: str | None = None,
+    sandboxed: bool = True,
+    dynamic: bool = False,
+    failure_exception_types: Sequence[type[BaseException]] = (),
+    versioning_behavior: Any = None,
+) -> Any:
+    """Mark a class as a workflow; ``name`` defaults to the class name.
+
+    ``dynamic=True`` makes it the worker's workflow for every type no other workflow has; its
+    run method takes ``(self, args: Sequence[RawValue])`` and ``workflow.info().workflow_type``
+    says which type ran. An exception whose type is in ``failure_exception_types`` fails the
+    run (as an ``ApplicationError`` does) instead of failing the workflow task to be retried.
+    ``sandboxed`` and ``versioning_behavior`` are accepted for Temporal's signature: there is
+    no sandbox (``sdk.worker.workflow_sandbox`` says what stands in for it).
+    """
 
     def decorate(target: type[T]) -> type[T]:
-        setattr(target, DEFINITION_ATTR, WorkflowDefinition.build(target, name))
+        if DEFINITION_ATTR in vars(target):
+            raise ValueError("Class already contains workflow definition")
+        definition = WorkflowDefinition.build(
+            target, name, dynamic=dynamic, failure_exception_types=failure_exception_types
+        )
+        setattr(target, DEFINITION_ATTR, definition)
         return target
 
     return decorate(cls) if cls is not None else decorate
@@ -120,12 +172,22 @@ def init(fn: F) -> F:
     return fn
 
 
-def _named(attr: str, fn: F | None, name: str | None) -> Any:
+def _named(attr: str, fn: F | None, name: str | None, dynamic: bool) -> Any:
+    if name and dynamic:
+        raise ValueError("a handler cannot have both a name and dynamic=True")
+
     def decorate(target: F) -> F:
-        setattr(target, attr, name or target.__name__)
+        setattr(target, attr, DYNAMIC if dynamic else name or target.__name__)
         return target
 
     return decorate(fn) if fn is not None else decorate
+
+
+class HandlerUnfinishedPolicy(IntEnum):
+    """What to do about a handler still running when the run completes (Temporal's names)."""
+
+    WARN_AND_ABANDON = 1
+    ABANDON = 2
 
 
 @overload
@@ -133,11 +195,26 @@ def signal(fn: F) -> F: ...
 
 
 @overload
-def signal(*, name: str | None = None) -> Callable[[F], F]: ...
+def signal(
+    *,
+    name: str | None = None,
+    dynamic: bool = False,
+    unfinished_policy: HandlerUnfinishedPolicy = HandlerUnfinishedPolicy.WARN_AND_ABANDON,
+    description: str | None = None,
+) -> Callable[[F], F]: ...
 
 
-def signal(fn: F | None = None, *, name: str | None = None) -> Any:
-    return _named(SIGNAL_ATTR, fn, name)
+def signal(
+    fn: F | None = None,
+    *,
+    name: str | None = None,
+    dynamic: bool = False,
+    unfinished_policy: HandlerUnfinishedPolicy = HandlerUnfinishedPolicy.WARN_AND_ABANDON,
+    description: str | None = None,
+) -> Any:
+    """A signal handler (sync or async). ``dynamic=True`` takes every signal no other handler
+    names, as ``(self, name: str, args: Sequence[RawValue])``."""
+    return _named(SIGNAL_ATTR, fn, name, dynamic)
 
 
 @overload
@@ -145,8 +222,13 @@ def query(fn: F) -> F: ...
 
 
 @overload
-def query(*, name: str | None = None) -> Callable[[F], F]: ...
+def query(
+    *, name: str | None = None, dynamic: bool = False, description: str | None = None
+) -> Callable[[F], F]: ...
 
 
-def query(fn: F | None = None, *, name: str | None = None) -> Any:
-    return _named(QUERY_ATTR, fn, name)
+def query(
+    fn: F | None = None, *, name: str | None = None, dynamic: bool = False, description: str | None = None
+) -> Any:
+    """A query handler (sync, read-only); ``dynamic=True`` as for ``signal``."""
+    return _named(QUERY_ATTR, fn, name, dynamic)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter
+from sdk.workflow import _guard
 from sdk.workflow._definition import signal_name
 
 T = TypeVar("T")
@@ -154,12 +155,16 @@ class _Runtime(ABC):
     def maybe_current() -> _Runtime | None:
         return _installed[-1] if _installed else None
 
+    # Whether the determinism guard (``_guard``) applies while this run's code executes.
+    determinism_guard = False
+
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         """Make this the current runtime while the engine runs the run's code."""
         _installed.append(self)
         try:
-            yield
+            with _guard.active() if self.determinism_guard else contextlib.nullcontext():
+                yield
         finally:
             _installed.pop()
 
@@ -196,6 +201,29 @@ class _Runtime(ABC):
     @abstractmethod
     def workflow_last_failure(self) -> BaseException | None:
         """The failure the previous run of a retry or cron chain closed with."""
+
+    @abstractmethod
+    def workflow_is_read_only(self) -> bool:
+        """True while a query handler runs: issuing a command raises ReadOnlyContextError."""
+
+    # -- handlers -----------------------------------------------------------------------------
+    # ``name`` None means the dynamic handler; a None handler removes one.
+
+    @abstractmethod
+    def workflow_set_signal_handler(self, name: str | None, handler: Callable[..., Any] | None) -> None: ...
+
+    @abstractmethod
+    def workflow_get_signal_handler(self, name: str | None) -> Callable[..., Any] | None: ...
+
+    @abstractmethod
+    def workflow_set_query_handler(self, name: str | None, handler: Callable[..., Any] | None) -> None: ...
+
+    @abstractmethod
+    def workflow_get_query_handler(self, name: str | None) -> Callable[..., Any] | None: ...
+
+    @abstractmethod
+    def workflow_all_handlers_finished(self) -> bool:
+        """True when no async signal handler is still running."""
 
     # -- what the run does -------------------------------------------------------------------
 

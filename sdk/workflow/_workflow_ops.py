@@ -113,6 +113,14 @@ def get_external_workflow_handle(workflow_id: str, *, run_id: str | None = None)
     return ExternalWorkflowHandle(workflow_id, run_id)
 
 
+def get_external_workflow_handle_for(
+    workflow: Any, workflow_id: str, *, run_id: str | None = None
+) -> ExternalWorkflowHandle:
+    """The typed form (``get_external_workflow_handle_for(MyWorkflow.run, id)``): the same handle;
+    the run method only documents which workflow it is."""
+    return get_external_workflow_handle(workflow_id, run_id=run_id)
+
+
 def continue_as_new(
     arg: Any = None,
     *,

@@ -79,7 +79,8 @@ def test_a_failed_child_raises_child_workflow_error_with_the_cause() -> None:
     history = _child_history("ChildWorkflowExecutionFailed", failure=failure)
     [command] = new_instance(Parent).activate(history.events).commands
     assert command["command_type"] == "CompleteWorkflowExecution"
-    assert command["attributes"]["result"] == [payload("failed: broken")]
+    # An ApplicationError with a type reads "type: message", as Temporal's does.
+    assert command["attributes"]["result"] == [payload("failed: Oops: broken")]
 
 
 def test_replay_refuses_a_child_started_with_another_id() -> None:

@@ -1,0 +1,1 @@
+"""The ``temporal.api.failure`` messages: see ``sdk.api.failure.v1``."""

@@ -1,0 +1,1 @@
+"""Optional integrations (Temporal's ``contrib`` names): ``sdk.contrib.pydantic``."""

@@ -1,0 +1,58 @@
+"""Handlers set at run time: named or dynamic signal and query handlers, and whether any signal
+handler is still running (``all_handlers_finished``, for waiting before the run completes).
+
+A handler set here is a plain callable (no ``self``). A dynamic one takes
+``(name, args: Sequence[RawValue])`` for every name no other handler has. Setting a signal
+handler delivers the signals buffered for it, in the order they arrived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sdk.workflow._interface import _Runtime
+
+Handler = Callable[..., Any]
+
+
+def set_signal_handler(name: str, handler: Handler | None) -> None:
+    """Set (or with None, remove) the handler for signal ``name``."""
+    _Runtime.current().workflow_set_signal_handler(name, handler)
+
+
+def get_signal_handler(name: str) -> Handler | None:
+    return _Runtime.current().workflow_get_signal_handler(name)
+
+
+def set_dynamic_signal_handler(handler: Handler | None) -> None:
+    """Set (or remove) the handler for signals no named handler takes: ``(name, args)``."""
+    _Runtime.current().workflow_set_signal_handler(None, handler)
+
+
+def get_dynamic_signal_handler() -> Handler | None:
+    return _Runtime.current().workflow_get_signal_handler(None)
+
+
+def set_query_handler(name: str, handler: Handler | None) -> None:
+    """Set (or with None, remove) the handler for query ``name``."""
+    _Runtime.current().workflow_set_query_handler(name, handler)
+
+
+def get_query_handler(name: str) -> Handler | None:
+    return _Runtime.current().workflow_get_query_handler(name)
+
+
+def set_dynamic_query_handler(handler: Handler | None) -> None:
+    """Set (or remove) the handler for queries no named handler takes: ``(name, args)``."""
+    _Runtime.current().workflow_set_query_handler(None, handler)
+
+
+def get_dynamic_query_handler() -> Handler | None:
+    return _Runtime.current().workflow_get_query_handler(None)
+
+
+def all_handlers_finished() -> bool:
+    """True when no async signal handler is still running; wait for it before returning,
+    ``await workflow.wait_condition(workflow.all_handlers_finished)``, so none is cut off."""
+    return _Runtime.current().workflow_all_handlers_finished()
