@@ -20,8 +20,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
 	@touch $(STAMP)
 
+# Extra start_dev options, e.g. make run RUN_ARGS="--port 8000 --no-demo-worker".
+RUN_ARGS ?=
+
 run: venv
-	$(PY) manage.py start_dev
+	$(PY) manage.py start_dev $(RUN_ARGS)
 
 # Uses DATABASE_URL when set, otherwise the embedded PostgreSQL under .chronicle/ (stopped
 # again at the end unless a `make run` uses it). Without Chromium the browser tier is
