@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 import uuid
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any
+
+import pytest
 
 from sdk import activity, workflow
 from sdk.api.common.v1 import Payload
 from sdk.client import Client
+from sdk.common import RawValue, RetryPolicy
 from sdk.converter import DataConverter, PayloadCodec
+from sdk.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ApplicationErrorCategory,
+    WorkflowFailureError,
+)
 from sdk.worker import Worker
-from tests.conftest import Api, Stack, Tenant
+from tests.conftest import Api, Stack, Tenant, wait_until
 
 STEP = timedelta(seconds=10)
 
@@ -137,3 +149,261 @@ def test_list_workflows_maps_histories_and_list_schedules_can_be_awaited(
     assert [h.workflow_id for h in histories] == [wid]
     assert histories[0].events[0]["event_type"] == "WorkflowExecutionStarted"
     assert schedules == []
+
+
+# -- activities as a ported program writes them ------------------------------------------------------
+
+
+class Inventory:
+    """Activities as methods of an object holding a dependency (Temporal's usual pattern)."""
+
+    def __init__(self, stock: dict[str, int]) -> None:
+        self.stock = stock
+
+    @activity.defn
+    async def count(self, sku: str) -> int:
+        activity.logger.info("counting %s", sku)
+        return self.stock[sku]
+
+    @activity.defn
+    def reserve(self, sku: str) -> str:
+        raise ApplicationError(
+            "nothing to reserve yet", type="Empty", category=ApplicationErrorCategory.BENIGN
+        )
+
+
+@workflow.defn
+class Stocktake:
+    @workflow.run
+    async def run(self, sku: str) -> list[Any]:
+        count = await workflow.execute_activity_method(Inventory.count, sku, start_to_close_timeout=STEP)
+        try:
+            await workflow.execute_activity_method(
+                Inventory.reserve,
+                sku,
+                start_to_close_timeout=STEP,
+                retry_policy=RetryPolicy(maximum_attempts=1),
+            )
+        except ActivityError as err:
+            cause = err.cause
+            assert isinstance(cause, ApplicationError) and cause.failure is not None
+            return [count, str(cause), cause.category.name, "reserve" in cause.failure.stack_trace]
+        return [count]
+
+
+def test_bound_method_activities_logger_and_error_category(
+    stack: Stack, tenant: Tenant, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    inventory = Inventory({"apple": 7})
+
+    async def body(client: Client) -> Any:
+        return await client.execute_workflow(Stocktake.run, "apple", id=_wid(), task_queue=queue)
+
+    with caplog.at_level(logging.DEBUG, logger="sdk"):
+        result = asyncio.run(
+            _with_worker(
+                stack,
+                tenant,
+                queue,
+                body,
+                workflows=[Stocktake],
+                activities=[inventory.count, inventory.reserve],
+                activity_executor=ThreadPoolExecutor(2),
+            )
+        )
+    assert result == [7, "Empty: nothing to reserve yet", "BENIGN", True]
+    [counted] = [r for r in caplog.records if r.name == "sdk.activity"]
+    assert counted.temporal_activity["activity_type"] == "count"  # type: ignore[attr-defined]
+    assert counted.temporal_activity["workflow_type"] == "Stocktake"  # type: ignore[attr-defined]
+    [failed] = [r for r in caplog.records if "attempt 1 failed" in r.getMessage()]
+    assert failed.levelno == logging.DEBUG  # BENIGN: an expected outcome, not a warning
+
+
+# -- cancellation: a sync activity stops at its heartbeat; a waited-for activity may still return --
+
+
+@activity.defn
+def grind(rounds: int) -> str:
+    """A sync activity that only learns of a cancel through its heartbeat."""
+    for _ in range(rounds):
+        activity.heartbeat()
+        time.sleep(0.05)
+    return "ground"
+
+
+@activity.defn
+async def stubborn() -> str:
+    """Catches its cancel and returns a value anyway."""
+    try:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(0.1)
+    except asyncio.CancelledError:
+        return "finished anyway"
+
+
+@workflow.defn
+class Canceller:
+    @workflow.run
+    async def run(self, which: str) -> str:
+        waits = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        task = (
+            workflow.start_activity(
+                grind,
+                2000,
+                start_to_close_timeout=timedelta(seconds=60),
+                heartbeat_timeout=timedelta(seconds=1),
+                cancellation_type=waits,
+            )
+            if which == "sync"
+            else workflow.start_activity(
+                stubborn,
+                start_to_close_timeout=timedelta(seconds=60),
+                heartbeat_timeout=timedelta(seconds=1),
+                cancellation_type=waits,
+            )
+        )
+        await workflow.sleep(0.5)
+        task.cancel()
+        try:
+            return f"returned {await task}"
+        except asyncio.CancelledError:
+            return "cancelled"
+
+
+def test_a_cancelled_sync_activity_stops_at_its_heartbeat(
+    stack: Stack, tenant: Tenant, api: Api, queue: str
+) -> None:
+    wid = _wid()
+
+    async def body(client: Client) -> Any:
+        return await client.execute_workflow(Canceller.run, "sync", id=wid, task_queue=queue)
+
+    started = time.monotonic()
+    result = asyncio.run(
+        _with_worker(
+            stack,
+            tenant,
+            queue,
+            body,
+            workflows=[Canceller],
+            activities=[grind],
+            activity_executor=ThreadPoolExecutor(2),
+        )
+    )
+    # The activity would grind for 100 s: its heartbeat raised, it confirmed the cancel, and the
+    # worker shut down without waiting on it.
+    assert result == "cancelled" and time.monotonic() - started < 30
+    events = api.event_types(wid)
+    assert events.index("ActivityTaskCanceled") < events.index("WorkflowExecutionCompleted")
+
+
+def test_an_activity_returning_after_a_waited_cancel_completes_the_run(
+    stack: Stack, tenant: Tenant, api: Api, queue: str
+) -> None:
+    wid = _wid()
+
+    async def body(client: Client) -> Any:
+        return await client.execute_workflow(Canceller.run, "async", id=wid, task_queue=queue)
+
+    result = asyncio.run(
+        _with_worker(stack, tenant, queue, body, workflows=[Canceller], activities=[stubborn])
+    )
+    assert result == "returned finished anyway"
+    events = api.event_types(wid)
+    assert events[-1] == "WorkflowExecutionCompleted" and "ActivityTaskCompleted" in events
+
+
+# -- async completion, dynamic workflows, the guard and failure types on a real worker --------------
+
+tokens: asyncio.Queue[bytes] | None = None
+
+
+@activity.defn
+async def hand_off(order: str) -> str:
+    assert tokens is not None
+    await tokens.put(activity.info().task_token)
+    activity.raise_complete_async()
+    return "never"  # pragma: no cover
+
+
+@workflow.defn
+class AwaitsApproval:
+    @workflow.run
+    async def run(self, order: str) -> str:
+        return await workflow.execute_activity(hand_off, order, start_to_close_timeout=timedelta(seconds=60))
+
+
+def test_an_activity_completed_later_by_its_task_token(stack: Stack, tenant: Tenant, queue: str) -> None:
+    async def body(client: Client) -> Any:
+        global tokens
+        tokens = asyncio.Queue()
+        handle = await client.start_workflow(AwaitsApproval.run, "o-1", id=_wid(), task_queue=queue)
+        token = await tokens.get()
+        outside = client.get_async_activity_handle(task_token=token)
+        await outside.heartbeat("checking")
+        await outside.complete("approved by a person")
+        return await handle.result()
+
+    result = asyncio.run(
+        _with_worker(stack, tenant, queue, body, workflows=[AwaitsApproval], activities=[hand_off])
+    )
+    assert result == "approved by a person"
+
+
+@workflow.defn(dynamic=True)
+class Anything:
+    @workflow.run
+    async def run(self, args: Sequence[RawValue]) -> str:
+        values = [workflow.payload_converter().from_payload(a.payload) for a in args]
+        return f"{workflow.info().workflow_type}{values}"
+
+
+class Refused(Exception):
+    pass
+
+
+@workflow.defn
+class Strict:
+    @workflow.run
+    async def run(self, what: str) -> str:
+        if what == "clock":
+            return str(datetime.now())  # noqa: DTZ005 - the call the guard refuses
+        raise Refused("listed on the worker")
+
+
+def test_dynamic_workflow_guard_and_failure_types_on_a_worker(
+    stack: Stack, tenant: Tenant, api: Api, queue: str
+) -> None:
+    clock = _wid()
+
+    async def body(client: Client) -> list[Any]:
+        dynamic = await client.execute_workflow("AnyName", args=[1, "two"], id=_wid(), task_queue=queue)
+        await client.start_workflow(Strict.run, "clock", id=clock, task_queue=queue)
+        try:
+            await client.execute_workflow(Strict.run, "fail", id=_wid(), task_queue=queue)
+        except WorkflowFailureError as err:
+            return [dynamic, str(err.cause)]
+        return [dynamic]
+
+    result = asyncio.run(
+        _with_worker(
+            stack,
+            tenant,
+            queue,
+            body,
+            workflows=[Anything, Strict],
+            workflow_failure_exception_types=[Refused],
+        )
+    )
+    assert result == ["AnyName[1, 'two']", "Refused: listed on the worker"]
+    failed = wait_until(lambda: _task_failure(api, clock), timeout=15)
+    assert "workflow.now()" in failed
+
+
+def _task_failure(api: Api, workflow_id: str) -> str | None:
+    events = api.get(f"/workflows/{workflow_id}/history", page_size=256).json()["events"]
+    for event in events:
+        if event["event_type"] == "WorkflowTaskFailed":
+            return str(event["attributes"]["failure"]["message"])
+    return None
