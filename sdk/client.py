@@ -22,7 +22,8 @@ from sdk._executions import (
 )
 from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
-from sdk._listing import PagedAsyncIterator, WorkflowExecutionAsyncIterator
+from sdk._listing import PagedAsyncIterator
+from sdk._listing import WorkflowExecutionAsyncIterator as WorkflowExecutionAsyncIterator
 from sdk._local_closes import LocalCloses
 from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.replayer import WorkflowHistory
@@ -412,6 +413,10 @@ class Client:
 
 _NO_ARG: Any = object()
 __all__ = [
+    "AsyncActivityCancelledError",
+    "AsyncActivityHandle",
+    "BuildIdOpAddNewDefault",
+    "BuildIdVersionSet",
     "Client",
     "Schedule",
     "ScheduleActionExecutionStartWorkflow",
@@ -431,6 +436,8 @@ __all__ = [
     "ScheduleState",
     "ScheduleUpdate",
     "ScheduleUpdateInput",
+    "WorkerBuildIdVersionSets",
+    "WorkflowExecutionAsyncIterator",
     "WorkflowExecutionCount",
     "WorkflowExecutionCountAggregationGroup",
     "WorkflowExecutionDescription",
