@@ -17,3 +17,8 @@ urlpatterns = [
     path("api/v1/namespaces/<str:namespace>/", include("matching.urls")),
     path("", include("executions.ui.urls")),
 ]
+
+# Error pages in the operator UI's layout, with the way back (``executions.ui.errors``).
+handler403 = "executions.ui.errors.forbidden"
+handler404 = "executions.ui.errors.not_found"
+handler500 = "executions.ui.errors.server_error"

@@ -50,7 +50,8 @@ from django.db.models import (
 )
 from django.db.models import Value as SqlValue
 from django.db.models.expressions import CombinedExpression
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
+from django.db.models.functions import Coalesce
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from executions import page_tokens
@@ -407,6 +408,21 @@ def failure_message_key(message: Expression) -> Expression:
     return Func(masked, function="btrim", output_field=TextField())
 
 
+ROOT_CAUSE_DEPTH = 8
+
+
+def root_failure_message() -> Expression:
+    """The message of the run's innermost failure cause (at most ``ROOT_CAUSE_DEPTH`` deep).
+
+    A failure arrives wrapped: an SDK fails the run with "Activity task failed" around
+    the activity's own error, a child's failure around its cause. The wrapper is the same
+    for every activity failure, so ``FailureMessage`` and the triage groups read the
+    deepest message, the one that tells one cause from another.
+    """
+    paths = ["failure__" + "cause__" * depth + "message" for depth in range(ROOT_CAUSE_DEPTH, -1, -1)]
+    return Coalesce(*(KT(path) for path in paths), output_field=TextField())
+
+
 def _highest_activity_attempt() -> Any:
     """The highest attempt among the run's pending activities (NULL when it has none)."""
     attempts = (
@@ -423,7 +439,7 @@ _ALIASES: dict[str, Callable[[], Expression]] = {
     "vis_history_length": lambda: CombinedExpression(F("next_event_id"), "-", SqlValue(1)),
     "vis_execution_duration": lambda: CombinedExpression(F("close_time"), "-", F("start_time")),
     "vis_activity_attempt": _highest_activity_attempt,
-    "vis_failure_message": lambda: failure_message_key(KeyTextTransform("message", "failure")),
+    "vis_failure_message": lambda: failure_message_key(root_failure_message()),
 }
 # Computed per query; a listing cannot be ordered (or keyset-paged) by them.
 _UNSORTABLE_COLUMNS = frozenset({"vis_activity_attempt", "vis_failure_message"})
@@ -830,7 +846,7 @@ def failure_groups(namespace: Namespace, since: datetime) -> dict[str, list[dict
     ).order_by()
     by_type = closed.values("status", "workflow_type").annotate(count=Count("*")).order_by("-count", "status")
     by_message = (
-        closed.annotate(message=failure_message_key(KeyTextTransform("message", "failure")))
+        closed.annotate(message=failure_message_key(root_failure_message()))
         .values("status", "message")
         .annotate(count=Count("*"))
         .order_by("-count", "status", "message")

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from chronicle.errors import ChronicleError, invalid
 from executions import audit, batch
 from executions.models import AuditAction, BatchJob, BatchOperation, BatchState
-from executions.ui import panels
+from executions.ui import feedback, panels
 from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
 from executions.ui.lists import list_url
 
@@ -106,7 +106,7 @@ def _start(access: Access, request: HttpRequest, form: dict[str, str]) -> BatchJ
         job_id=form["job_id"],
         created_by=f"ui:{actor(request)}",
     )
-    audit.record(
+    started = audit.record(
         access.namespace,
         actor=actor(request),
         action=AuditAction.BATCH_START,
@@ -117,6 +117,7 @@ def _start(access: Access, request: HttpRequest, form: dict[str, str]) -> BatchJ
         new={"rps": job.rps},
         result=job.job_id,
     )
+    feedback.announce(request, started)
     return job
 
 
@@ -180,7 +181,7 @@ def job_rate(request: HttpRequest, namespace: str, job_id: str) -> HttpResponse:
             changed = batch.set_rps(access.namespace, job.job_id, _rps(request.POST.get("rps", "")))
         except ChronicleError as error:
             return HttpResponse(error.message, status=error.status, content_type="text/plain")
-        audit.record(
+        rated = audit.record(
             access.namespace,
             actor=actor(request),
             action=AuditAction.BATCH_RATE,
@@ -189,6 +190,7 @@ def job_rate(request: HttpRequest, namespace: str, job_id: str) -> HttpResponse:
             old={"rps": job.rps},
             new={"rps": changed.rps},
         )
+        feedback.announce(request, rated)
     return redirect(_job_url(access, job))
 
 
@@ -203,7 +205,7 @@ def job_stop(request: HttpRequest, namespace: str, job_id: str) -> HttpResponse:
         if not reason:
             return HttpResponse("a reason is required", status=400, content_type="text/plain")
         stopped = batch.stop_job(access.namespace, job.job_id, reason)
-        audit.record(
+        halted = audit.record(
             access.namespace,
             actor=actor(request),
             action=AuditAction.BATCH_STOP,
@@ -213,4 +215,5 @@ def job_stop(request: HttpRequest, namespace: str, job_id: str) -> HttpResponse:
             old={"state": job.state},
             new={"state": stopped.state},
         )
+        feedback.announce(request, halted)
     return redirect(_job_url(access, job))

@@ -8,19 +8,21 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.db.models.fields.json import KT
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from chronicle.errors import ChronicleError, ErrorCode
-from executions import audit, selectors
+from executions import audit
 from executions.api import query_workflow
 from executions.models import EXECUTION_ACTIONS, AuditAction, AuditEntry
-from executions.ui import panels, timeline
+from executions.ui import feedback, panels
 from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
 from executions.ui.panels import pretty as _pretty
+from executions.ui.run_page import run_of
 from history import kernel
 from history.kernel.reset import (
     BuildIdPoint,
@@ -32,107 +34,11 @@ from history.kernel.reset import (
     resolve_reset_point,
 )
 from history.models import HistoryEvent, WorkflowExecution
-
-
-def _run(access: Access, workflow_id: str, run_id: str) -> WorkflowExecution:
-    try:
-        return selectors.execution_get(access.namespace, workflow_id, run_id)
-    except ChronicleError:
-        raise Http404("workflow execution not found") from None
+from history.vocabulary import EventType
 
 
 def index(request: HttpRequest) -> HttpResponse:
     return render(request, "index.html", {"memberships": memberships(request)})
-
-
-# ---------------------------------------------------------------- execution page
-
-
-def _current_task_failure(ex: WorkflowExecution) -> dict[str, Any] | None:
-    """The failure of the workflow task now being retried, if the last one failed."""
-    if not ex.is_running or ex.wft_attempt <= 1:
-        return None
-    event = HistoryEvent.objects.filter(run=ex, event_type="WorkflowTaskFailed").order_by("-event_id").first()
-    if event is None:
-        return None
-    failure = event.attributes.get("failure") or {}
-    return {"attempt": ex.wft_attempt, "cause": event.attributes.get("cause", ""), "failure": failure}
-
-
-@login_required
-def execution_detail(request: HttpRequest, namespace: str, workflow_id: str, run_id: str) -> HttpResponse:
-    access = reader(request, namespace)
-    ex = _run(access, workflow_id, run_id)
-    try:
-        after = max(0, int(request.GET.get("after", "0")))
-    except ValueError:
-        after = 0
-    events, next_after = panels.event_rows(ex, after)
-    described = selectors.execution_describe(ex)
-    context = {
-        "access": access,
-        "ex": ex,
-        "d": described,
-        "duration": (ex.close_time - ex.start_time) if ex.close_time else None,
-        "task_failure": _current_task_failure(ex),
-        "result_json": _pretty(panels.readable(described["result"]))
-        if described["result"] is not None
-        else "",
-        "failure_json": _pretty(panels.readable(described["failure"])) if described["failure"] else "",
-        "activities": _pending_activities(described["pending_activities"]),
-        "timers": panels.pending_timers(ex),
-        "children": panels.children_tree(ex),
-        "lineage": panels.reset_lineage(ex),
-        "memo_json": _pretty(ex.memo) if ex.memo else "",
-        "attrs_json": _pretty(ex.search_attributes) if ex.search_attributes else "",
-        "events": events,
-        "next_after": next_after,
-        "timeline": timeline.build(
-            ex,
-            described["pending_activities"],
-            namespace=namespace,
-            shown=timeline.shown(events),
-            page_size=panels.EVENTS_PAGE_SIZE,
-        ),
-        "audit": AuditEntry.objects.filter(namespace=access.namespace, run_id=ex.run_id).order_by(
-            "-created_at"
-        )[:20],
-        "memberships": memberships(request),
-    }
-    return render(request, "ui/execution.html", context)
-
-
-def _pending_activities(described: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pending activities with the failure and heartbeat details ready to read."""
-    for activity in described:
-        activity["failure_json"] = _pretty(activity["last_failure"]) if activity["last_failure"] else ""
-        details = activity["heartbeat_details"]
-        activity["heartbeat_json"] = _pretty(panels.readable(details)) if details is not None else ""
-        activity["next_retry"] = activity["next_attempt_schedule_time"] if activity["attempt"] > 1 else None
-    return described
-
-
-@login_required
-def event_download(
-    request: HttpRequest, namespace: str, workflow_id: str, run_id: str, event_id: int
-) -> HttpResponse:
-    """One event as a JSON file, with payloads kept in the payload store put back in full."""
-    access = reader(request, namespace)
-    ex = _run(access, workflow_id, run_id)
-    event = HistoryEvent.objects.filter(run=ex, event_id=event_id).first()
-    if event is None:
-        raise Http404("event not found")
-    body = {
-        "workflow_id": ex.workflow_id,
-        "run_id": str(ex.run_id),
-        "event_id": event.event_id,
-        "event_type": event.event_type,
-        "event_time": event.event_time.isoformat(),
-        "attributes": panels.with_stored_payloads(access.namespace, event.attributes),
-    }
-    response = JsonResponse(body, json_dumps_params={"indent": 2})
-    response["Content-Disposition"] = f'attachment; filename="{ex.run_id}-event-{event.event_id}.json"'
-    return response
 
 
 # ---------------------------------------------------------------- query
@@ -152,6 +58,26 @@ def _known_query_names(access: Access, ex: WorkflowExecution) -> list[str]:
     return sorted(str(n) for n in names if n)
 
 
+SIGNAL_SOURCE_RUNS = 50
+
+
+def known_signal_names(access: Access, ex: WorkflowExecution) -> list[str]:
+    """Signal names the workflow type's newest runs received, to suggest in the signal form
+    (workers do not report their handlers); reads the signals of ``SIGNAL_SOURCE_RUNS`` runs."""
+    recent = (
+        WorkflowExecution.objects.filter(namespace=access.namespace, workflow_type=ex.workflow_type)
+        .order_by("-start_time")
+        .values("run_id")[:SIGNAL_SOURCE_RUNS]
+    )
+    names = (
+        HistoryEvent.objects.filter(run_id__in=recent, event_type=EventType.WORKFLOW_EXECUTION_SIGNALED)
+        .annotate(name=KT("attributes__signal_name"))
+        .values_list("name", flat=True)
+        .distinct()[:50]
+    )
+    return sorted(str(n) for n in names if n)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def execution_query(request: HttpRequest, namespace: str, workflow_id: str, run_id: str) -> HttpResponse:
@@ -161,7 +87,7 @@ def execution_query(request: HttpRequest, namespace: str, workflow_id: str, run_
     recorded as ``AuditAction.QUERY`` with its name and outcome (never the answer).
     """
     access = reader(request, namespace)
-    ex = _run(access, workflow_id, run_id)
+    ex = run_of(access, workflow_id, run_id)
     source = request.POST if request.method == "POST" else request.GET
     form = {key: source.get(key, "").strip() for key in ("query_type", "query_args", "reason")}
     form["request_id"] = form_request_id(request)
@@ -445,10 +371,12 @@ def execution_action(
     if action not in EXECUTION_ACTIONS:
         raise Http404("unknown action")
     access = operator(request, namespace)
-    ex = _run(access, workflow_id, run_id)
+    ex = run_of(access, workflow_id, run_id)
     form = _action_form(request)
     context: dict[str, Any] = {"access": access, "ex": ex, "action": action, "form": form}
     context["memberships"] = memberships(request)
+    if action == AuditAction.SIGNAL:
+        context["known_signals"] = known_signal_names(access, ex)
     try:
         if action == AuditAction.RESET and form["point"]:
             context["preview"] = _preview(access, ex, form)
@@ -472,6 +400,7 @@ def execution_action(
                 details=_audit_details(action, form),
                 result=result,
             )
+            feedback.announce(request, done)
     except ChronicleError as error:
         context["error"] = error
         return render(request, "ui/action.html", context, status=error.status)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import io
+import re
+import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from chronicle.errors import ChronicleError, ErrorCode
 from executions import audit, saved_views, visibility
 from executions.models import AuditAction
+from executions.ui import feedback, runs
 from executions.ui.access import actor, form_request_id, memberships, reader
 from history.models import ExecutionStatus, WorkflowExecution
 from namespaces.models import Namespace
@@ -52,6 +55,24 @@ def _split_order(namespace: Namespace, query: str) -> tuple[str, str]:
     return query[: order.position].strip(), query[order.position :].strip()
 
 
+# One token with no spaces, quotes, comparisons or parentheses is never a valid query: it is
+# read as a workflow id (or its start) pasted from a ticket, or a run id.
+ID_LIKE = re.compile(r"[^\s\"'=<>!(),]+")
+
+
+def id_query(typed: str) -> str:
+    """The query a bare id stands for (``WorkflowId STARTS_WITH``, or ``RunId =`` as well for
+    a uuid), or "" when ``typed`` is not a bare id."""
+    if not ID_LIKE.fullmatch(typed):
+        return ""
+    by_workflow_id = f"WorkflowId STARTS_WITH {_quoted(typed)}"
+    try:
+        run_id = uuid.UUID(typed)
+    except ValueError:
+        return by_workflow_id
+    return f"RunId = {_quoted(str(run_id))} OR {by_workflow_id}"
+
+
 def _compose(*filters: str) -> str:
     return " AND ".join(f"({f})" for f in filters if f)
 
@@ -65,6 +86,8 @@ class ListRequest:
     descending: bool
     token: str
     view: str = ""
+    typed: str = ""  # the search box as typed (a bare id is listed through ``id_query``)
+    by_id: bool = False
 
     @classmethod
     def of(cls, request: HttpRequest) -> ListRequest:
@@ -72,14 +95,18 @@ class ListRequest:
         status = get.get("status", "")
         sort = get.get("sort", "StartTime")
         view = saved_views.builtin(get.get("view", ""))
+        typed = get.get("q", "").strip()
+        by_id = id_query(typed) if not view else ""
         return cls(
-            query=view.query() if view else get.get("q", "").strip(),
+            query=view.query() if view else (by_id or typed),
             status=status if status in ExecutionStatus.values else "",
             workflow_type=get.get("type", "").strip(),
             sort=sort if sort in SORTABLE else "StartTime",
             descending=get.get("dir", "desc") != "asc",
             token=get.get("token", ""),
             view=view.slug if view else "",
+            typed=view.query() if view else typed,
+            by_id=bool(by_id),
         )
 
     def queries(self, namespace: Namespace) -> tuple[str, str]:
@@ -103,11 +130,25 @@ def list_url(namespace: str, query: str) -> str:
     return reverse("ui-executions", args=[namespace]) + "?" + urlencode({"q": query})
 
 
+def _exact_run_url(namespace: Namespace, typed: str) -> str:
+    """The page a bare id names exactly (its workflow's latest run, or the run with that
+    run id), or "" when it is only the start of ids."""
+    if runs.latest_run(namespace, typed) is not None:
+        return runs.workflow_url(namespace.name, typed)
+    try:
+        run = WorkflowExecution.objects.filter(namespace=namespace, run_id=uuid.UUID(typed)).first()
+    except ValueError:
+        return ""
+    return runs.run_url(namespace.name, run.workflow_id, run.run_id) if run else ""
+
+
 @login_required
 @require_GET
 def execution_list(request: HttpRequest, namespace: str) -> HttpResponse:
     access = reader(request, namespace)
     wanted = ListRequest.of(request)
+    if wanted.by_id and not wanted.token and (exact := _exact_run_url(access.namespace, wanted.typed)):
+        return redirect(exact)
     context: dict[str, Any] = {"access": access, "wanted": wanted, "examples": QUERY_EXAMPLES}
     context["statuses"] = ExecutionStatus.values
     context["memberships"] = memberships(request)
@@ -170,7 +211,7 @@ def view_save(request: HttpRequest, namespace: str) -> HttpResponse:
             if error.code == ErrorCode.PERMISSION_DENIED:
                 raise PermissionDenied(error.message) from None
             return HttpResponse(error.message, status=error.status, content_type="text/plain")
-        audit.record(
+        saved = audit.record(
             access.namespace,
             actor=actor(request),
             action=AuditAction.VIEW_SAVE,
@@ -178,6 +219,7 @@ def view_save(request: HttpRequest, namespace: str) -> HttpResponse:
             target=f"view:{view.name}",
             new={"query": view.query, "shared": view.shared},
         )
+        feedback.announce(request, saved)
     return redirect(list_url(namespace, query))
 
 
@@ -195,7 +237,7 @@ def view_delete(request: HttpRequest, namespace: str, view_id: int) -> HttpRespo
             if error.code == ErrorCode.NOT_FOUND:
                 raise Http404(error.message) from None
             raise PermissionDenied(error.message) from None
-        audit.record(
+        deleted = audit.record(
             access.namespace,
             actor=actor(request),
             action=AuditAction.VIEW_DELETE,
@@ -203,6 +245,7 @@ def view_delete(request: HttpRequest, namespace: str, view_id: int) -> HttpRespo
             target=f"view:{view.name}",
             old={"query": view.query, "shared": view.shared},
         )
+        feedback.announce(request, deleted)
     return redirect(reverse("ui-executions", args=[namespace]))
 
 

@@ -30,9 +30,9 @@ from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError
 from executions import selectors
-from executions.ui import timeline
+from executions.ui import history_view, timeline
 from executions.ui.access import Access, member_access
-from executions.ui.panels import EVENTS_PAGE_SIZE, event_rows
+from executions.ui.panels import EVENTS_PAGE_SIZE
 from history.models import WorkflowExecution
 from matching.longpoll import hub
 
@@ -88,7 +88,7 @@ class Watch:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             self.ex.refresh_from_db()
-            events, more = event_rows(self.ex, self.after)
+            events, more = history_view.rows_after(self.ex, self.after)
         if not events:
             self.closed = not self.ex.is_running
             return None

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from chronicle.errors import ChronicleError, ErrorCode
-from executions import selectors
 from executions.models import AuditAction, AuditEntry
 from history.kernel.payloads import PAYLOAD_REF, is_payload, is_payload_ref
 from history.models import HistoryEvent, Payload, TimerKind, TimerTask, WorkflowExecution
@@ -23,7 +22,6 @@ CHILD_TREE_DEPTH = 3
 CHILDREN_PER_LEVEL = 200
 JSON_ENCODING = "json/plain"
 EVENTS_PAGE_SIZE = 50
-LARGE_PAYLOAD_CHARS = 1500
 
 
 def pretty(value: Any) -> str:
@@ -48,16 +46,6 @@ def form_arguments(raw: str, what: str) -> list[Any]:
     except json.JSONDecodeError as error:
         raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"{what} is not JSON: {error}") from None
     return as_payloads(value if isinstance(value, list) else [value])
-
-
-def event_rows(ex: WorkflowExecution, after: int) -> tuple[list[dict[str, Any]], int | None]:
-    """A page of the history table after event ``after``, each event with its attributes
-    pretty-printed and marked ``large`` when the page should show it collapsed."""
-    events, next_after = selectors.history_page(ex, after_event_id=after, page_size=EVENTS_PAGE_SIZE)
-    for event in events:
-        event["pretty"] = pretty(readable(event["attributes"]))
-        event["large"] = len(event["pretty"]) > LARGE_PAYLOAD_CHARS
-    return events, next_after
 
 
 def readable(value: Any) -> Any:

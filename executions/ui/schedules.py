@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 from chronicle.errors import ChronicleError, invalid
 from executions import audit, selectors
 from executions.models import AuditAction, AuditEntry
+from executions.ui import feedback
 from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
 from history import kernel
 from history.kernel.schedules import DEFAULT_CATCHUP_WINDOW, MIN_CATCHUP_WINDOW, OVERLAP_POLICIES
@@ -279,6 +280,7 @@ def schedule_action(request: HttpRequest, namespace: str, schedule_id: str, acti
         new=outcome.new,
         result=outcome.result,
     )
+    feedback.announce(request, entry)
     return _after(access, entry)
 
 

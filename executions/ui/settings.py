@@ -25,6 +25,7 @@ from chronicle.errors import ChronicleError
 from executions import audit
 from executions import search_attributes as search_attribute_service
 from executions.models import AuditAction
+from executions.ui import feedback
 from executions.ui.access import Access, actor, admin, form_request_id, memberships, reader
 from namespaces import services
 from namespaces.models import (
@@ -127,7 +128,11 @@ def _changing(
         )
     except ChronicleError as error:
         return error.message
-    if changes:
+    if not changes:
+        feedback.nothing_changed(request)
+        return None
+    feedback.announce(
+        request,
         audit.record(
             access.namespace,
             actor=actor(request),
@@ -137,7 +142,8 @@ def _changing(
             target=target,
             old={name: value["old"] for name, value in changes.items()},
             new={name: value["new"] for name, value in changes.items()},
-        )
+        ),
+    )
     return None
 
 

@@ -1,8 +1,10 @@
 """The failure triage page: which workflow types and which failures closed runs badly.
 
 Over a window (1 h, 24 h, 7 d) it counts the runs that closed Failed, TimedOut or
-Terminated, by workflow type and by failure message (first line, ids and numbers masked,
-so one cause is one row: ``visibility.failure_message_key``). Every row links to the
+Terminated, by workflow type and by root cause: the innermost failure's message
+(``visibility.root_failure_message``, not the "Activity task failed" wrapper every
+activity failure shares), first line, ids and numbers masked, so one cause is one row
+(``visibility.failure_message_key``). Every row links to the
 executions list with the query that selects exactly its runs, and from there to a
 batch reset.
 """

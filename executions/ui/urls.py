@@ -6,7 +6,18 @@ from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
 
-from executions.ui import audit_log, batch, lists, live, schedules, settings, task_queues, triage
+from executions.ui import (
+    audit_log,
+    batch,
+    lists,
+    live,
+    run_page,
+    runs,
+    schedules,
+    settings,
+    task_queues,
+    triage,
+)
 from executions.ui import executions as ui
 
 WORKFLOW = "ns/<str:namespace>/workflows/<path:workflow_id>/runs/<str:run_id>/"
@@ -28,10 +39,13 @@ urlpatterns = [
     path(BATCH + "<str:job_id>/progress.json", batch.job_progress, name="ui-batch-progress"),
     path(BATCH + "<str:job_id>/rate/", batch.job_rate, name="ui-batch-rate"),
     path(BATCH + "<str:job_id>/stop/", batch.job_stop, name="ui-batch-stop"),
-    path(WORKFLOW, ui.execution_detail, name="ui-execution"),
+    path(WORKFLOW, run_page.execution_detail, name="ui-execution"),
     path(WORKFLOW + "query/", ui.execution_query, name="ui-query"),
-    path(WORKFLOW + "events/<int:event_id>.json", ui.event_download, name="ui-event-download"),
+    path(WORKFLOW + "history.json", run_page.history_download, name="ui-history-download"),
+    path(WORKFLOW + "events/<int:event_id>.json", run_page.event_download, name="ui-event-download"),
     path(WORKFLOW + "<str:action>/", ui.execution_action, name="ui-action"),
+    # After the run routes: an id may hold slashes, so this would also match a run's URL.
+    path("ns/<str:namespace>/workflows/<path:workflow_id>/", runs.workflow_latest, name="ui-workflow"),
     path("ns/<str:namespace>/settings/", settings.general, name="ui-settings"),
     path("ns/<str:namespace>/settings/rate-limits/", settings.rate_limits, name="ui-settings-rate-limits"),
     path(

@@ -180,7 +180,7 @@ def test_the_event_table_pages_and_collapses_large_payloads() -> None:
     viewer = signed_in(namespace, MemberRole.VIEWER)
     first = viewer.get(detail_url(run)).content.decode()
     assert 'id="event-50"' in first and 'id="event-51"' not in first
-    assert "<details><summary>" in first
+    assert '<details class="ev-json"><summary' in first  # every event's JSON waits behind its line
     second = viewer.get(detail_url(run), {"after": 50}).content.decode()
     assert 'id="event-51"' in second and 'id="event-50"' not in second
 

@@ -38,7 +38,7 @@
     var badge = document.getElementById("run-status");
     if (!badge) return;
     badge.textContent = status;
-    badge.className = "status-" + status;
+    badge.className = "badge status-" + status;
   }
 
   function onEvents(message) {
