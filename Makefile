@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 # Extra pytest arguments, e.g. make test PYTEST_ARGS="-x -k reset" or PYTEST_ARGS=tests/unit.
 PYTEST_ARGS ?=
-# The tiers without server processes or a browser: a minute or two instead of the whole run.
+# The tiers without server processes or a browser, in about half the time of the whole run.
 FAST_TIERS := tests/unit tests/sdk_unit tests/integration
 
 .PHONY: venv run test test-fast lint bench screenshots
