@@ -59,6 +59,9 @@ class DevServer:
 def start_dev(state_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(CHRONICLE_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
+    # The README waits for a run's close with a history long-poll, which the server cuts at
+    # 20 s; a loaded CI machine may need longer for a demo worker that has just started.
+    env["CHRONICLE_HISTORY_WAIT_SECONDS"] = "90"
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "manage.py", "start_dev", "--port", str(port)],
