@@ -48,7 +48,7 @@ async def approver(client: Client) -> None:
 
 async def main() -> None:
     config = ClientConfig.load_client_connect_config()
-    config.setdefault("target_host", "localhost:8000")
+    config.setdefault("target_host", "localhost:7243")
     client = await Client.connect(**config)
     task_queue = f"purchase-{uuid.uuid4().hex[:8]}"
     async with Worker(client, task_queue=task_queue, workflows=[Purchase], activities=[request_approval]):

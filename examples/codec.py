@@ -58,7 +58,7 @@ class CodecGreeting:
 
 async def main() -> None:
     config = ClientConfig.load_client_connect_config()
-    config.setdefault("target_host", "localhost:8000")
+    config.setdefault("target_host", "localhost:7243")
     converter = dataclasses.replace(DataConverter.default, payload_codec=CompressionCodec())
     client = await Client.connect(**config, data_converter=converter)
     task_queue = f"codec-{uuid.uuid4().hex[:8]}"

@@ -148,6 +148,22 @@ class TaskQueueDescribeApi(TaskQueueApi):
         return Response(selectors.task_queue_describe(ns, task_queue))
 
 
+class ActivityTaskTokenApi(TaskQueueApi):
+    """A started activity's task token, by workflow and activity id, to complete it from outside."""
+
+    role = "worker"
+
+    @endpoint(
+        summary="Get a started activity's task token by its workflow id and activity id",
+        tag="task-queues",
+        response=schemas.ActivityTaskTokenSerializer,
+    )
+    def get(self, request: Request, namespace: str, workflow_id: str, activity_id: str) -> Response:
+        ns = self.namespace(request, namespace)
+        run_id = request.query_params.get("run_id") or None
+        return Response(selectors.started_activity_token(ns, workflow_id, activity_id, run_id))
+
+
 class BuildIdsApi(TaskQueueApi):
     """The queue's current (default) build id: new runs on the queue are pinned to it."""
 

@@ -130,3 +130,11 @@ class BuildIdHistorySerializer(serializers.Serializer[Any]):
     task_queue = serializers.CharField()
     current_build_id = serializers.CharField(allow_null=True)
     changes = BuildIdChangeSerializer(many=True, help_text="newest first")
+
+
+class ActivityTaskTokenSerializer(serializers.Serializer[Any]):
+    """A started activity's token and the task queue its token calls are addressed to."""
+
+    task_token = serializers.CharField()
+    task_queue = serializers.CharField()
+    run_id = serializers.CharField()

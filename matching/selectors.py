@@ -9,8 +9,10 @@ from typing import Any
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
+from chronicle.errors import ChronicleError, ErrorCode
+from history.kernel import tokens
 from history.kernel.versioning import wire_build_id
-from history.models import Task
+from history.models import ActivityState, PendingActivity, Task, WorkflowExecution
 from matching.models import Poller
 from namespaces.models import Namespace, RateBucket, TaskQueueBuildId, TaskQueueLimit
 from namespaces.rate_limits import LimitInForce, dispatch_bucket_key, dispatch_limit_in_force
@@ -165,3 +167,30 @@ def queue_rate_limits(namespace: Namespace, task_queue: str) -> QueueRateLimits:
         queue_throttled=throttled.get(queue_key, 0),
         namespace_throttled=throttled.get(namespace_key, 0),
     )
+
+
+def started_activity_token(
+    namespace: Namespace, workflow_id: str, activity_id: str, run_id: str | None = None
+) -> dict[str, Any]:
+    """The task token and queue of a started activity, found by its workflow and activity id.
+
+    For completing an activity from outside the worker without having kept its token
+    (Temporal's async completion by id): the caller then completes it through the usual
+    token calls. The run is ``run_id`` or the workflow id's latest run; an activity that is
+    not started there (unknown, still scheduled, or closed) is not found.
+    """
+    runs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id=workflow_id)
+    if run_id:
+        runs = runs.filter(run_id=run_id)
+    run = runs.order_by("-start_time").first()
+    activity = (
+        PendingActivity.objects.filter(run=run, activity_id=activity_id, state=ActivityState.STARTED).first()
+        if run is not None
+        else None
+    )
+    if run is None or activity is None:
+        raise ChronicleError(ErrorCode.NOT_FOUND, "no started activity with that workflow and activity id")
+    token = tokens.encode(
+        "act", namespace.id, r=str(run.run_id), s=activity.scheduled_event_id, a=activity.attempt
+    )
+    return {"task_token": token, "task_queue": activity.task_queue, "run_id": str(run.run_id)}

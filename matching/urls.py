@@ -8,6 +8,11 @@ _q = "task-queues/<str:task_queue>/"
 urlpatterns = [
     path("task-queues/<str:task_queue>", api.TaskQueueDescribeApi.as_view(), name="task-queue"),
     path(_q + "build-ids", api.BuildIdsApi.as_view(), name="task-queue-build-ids"),
+    path(
+        "workflows/<str:workflow_id>/activities/<str:activity_id>/task-token",
+        api.ActivityTaskTokenApi.as_view(),
+        name="activity-task-token",
+    ),
     path(_q + "workflow-tasks/poll", api.poll_workflow_task, name="poll-workflow-task"),
     path(_q + "activity-tasks/poll", api.poll_activity_task, name="poll-activity-task"),
 ]

@@ -1,10 +1,11 @@
-"""Completing an activity from outside the worker: ``client.get_async_activity_handle(task_token=...)``.
+"""Completing an activity from outside the worker: ``client.get_async_activity_handle(...)``.
 
 An activity that calls ``activity.raise_complete_async()`` returns without a result and stays
 started on the server; whoever holds its task token (``activity.info().task_token``) finishes
 it later through this handle, by the same calls the worker makes: heartbeat, complete, fail
 or report cancellation. The token carries the activity's task queue, which the server's
-calls are addressed by.
+calls are addressed by. Without the token, the activity is found by its workflow id and
+activity id.
 """
 
 from __future__ import annotations
@@ -40,16 +41,42 @@ def split_task_token(task_token: bytes) -> tuple[str, str]:
 
 
 class AsyncActivityHandle:
-    """Heartbeat, complete, fail or cancel an activity that completes asynchronously."""
+    """Heartbeat, complete, fail or cancel an activity that completes asynchronously.
 
-    def __init__(self, client: ServerClient, task_token: bytes, identity: str) -> None:
+    Addressed by its task token, or by workflow id (and run id) and activity id: the server
+    then looks up the started activity's token on the first call.
+    """
+
+    def __init__(
+        self,
+        client: ServerClient,
+        identity: str,
+        *,
+        task_token: bytes | None = None,
+        workflow_id: str | None = None,
+        run_id: str | None = None,
+        activity_id: str | None = None,
+    ) -> None:
         self._client = client
-        self._queue, self._token = split_task_token(task_token)
         self._identity = identity
+        self._address: tuple[str, str] | None = split_task_token(task_token) if task_token else None
+        if self._address is None and not (workflow_id and activity_id):
+            raise ValueError("give task_token, or workflow_id and activity_id")
+        self._by_id = (workflow_id or "", run_id, activity_id or "")
+
+    async def _token(self) -> tuple[str, str]:
+        if self._address is None:
+            workflow_id, run_id, activity_id = self._by_id
+            ids = f"{quote(workflow_id, safe='')}/activities/{quote(activity_id, safe='')}"
+            path = f"/workflows/{ids}/task-token"
+            found = await self._client.transport.get(path, params={"run_id": run_id}) or {}
+            self._address = (str(found["task_queue"]), str(found["task_token"]))
+        return self._address
 
     async def _post(self, kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        body = {"task_token": self._token, "identity": self._identity, **body}
-        path = f"/task-queues/{quote(self._queue, safe='')}/activity-tasks/{kind}"
+        queue, token = await self._token()
+        body = {"task_token": token, "identity": self._identity, **body}
+        path = f"/task-queues/{quote(queue, safe='')}/activity-tasks/{kind}"
         return await self._client.transport.post(path, {k: v for k, v in body.items() if v is not None})
 
     async def heartbeat(self, *details: Any) -> None:

@@ -47,7 +47,9 @@ def _failure_info(exc: BaseException, converter: DataConverter) -> dict[str, Any
     if isinstance(exc, ApplicationError):
         return {
             "application_failure_info": {
-                "type": exc.type or type(exc).__name__,
+                # Untyped, as Temporal sends it (so it reads back as just its message); a
+                # subclass is typed by its class name, as any other exception is.
+                "type": exc.type or ("" if type(exc) is ApplicationError else type(exc).__name__),
                 "non_retryable": exc.non_retryable,
                 "details": converter.to_payloads(exc.details),
                 "next_retry_delay": exc.next_retry_delay,

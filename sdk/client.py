@@ -380,14 +380,17 @@ class Client:
         run_id: str | None = None,
         activity_id: str | None = None,
     ) -> AsyncActivityHandle:
-        """A handle to finish an activity that called ``activity.raise_complete_async()``, by the
-        task token it was given (``activity.info().task_token``). Addressing it by workflow id
-        and activity id instead is not offered by the server."""
-        if task_token is None:
-            raise ValueError(
-                "give task_token: completing an activity by workflow and activity id is not supported"
-            )
-        return AsyncActivityHandle(self, task_token, self.identity)
+        """A handle to finish an activity that called ``activity.raise_complete_async()``: by the
+        task token it was given (``activity.info().task_token``), or by ``workflow_id`` (and
+        ``run_id``; the latest run without it) and ``activity_id``."""
+        return AsyncActivityHandle(
+            self,
+            self.identity,
+            task_token=task_token,
+            workflow_id=workflow_id,
+            run_id=run_id,
+            activity_id=activity_id,
+        )
 
     def get_schedule_handle(self, id: str) -> ScheduleHandle:
         return ScheduleHandle(self, id)

@@ -24,6 +24,7 @@ from sdk.exceptions import (
     ActivityError,
     ApplicationError,
     ApplicationErrorCategory,
+    RPCError,
     WorkflowFailureError,
 )
 from sdk.worker import Worker
@@ -334,21 +335,32 @@ class AwaitsApproval:
         return await workflow.execute_activity(hand_off, order, start_to_close_timeout=timedelta(seconds=60))
 
 
-def test_an_activity_completed_later_by_its_task_token(stack: Stack, tenant: Tenant, queue: str) -> None:
+def test_an_activity_completed_later_by_its_task_token_or_by_ids(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
     async def body(client: Client) -> Any:
         global tokens
         tokens = asyncio.Queue()
-        handle = await client.start_workflow(AwaitsApproval.run, "o-1", id=_wid(), task_queue=queue)
-        token = await tokens.get()
-        outside = client.get_async_activity_handle(task_token=token)
+        by_token = await client.start_workflow(AwaitsApproval.run, "o-1", id=_wid(), task_queue=queue)
+        outside = client.get_async_activity_handle(task_token=await tokens.get())
         await outside.heartbeat("checking")
         await outside.complete("approved by a person")
-        return await handle.result()
+        by_ids = await client.start_workflow(AwaitsApproval.run, "o-2", id=_wid(), task_queue=queue)
+        await tokens.get()  # started; the completer knows only the ids
+        named = client.get_async_activity_handle(workflow_id=by_ids.id, activity_id="1")
+        await named.fail(ApplicationError("rejected", non_retryable=True))
+        with pytest.raises(RPCError, match="no started activity"):
+            await client.get_async_activity_handle(workflow_id=by_ids.id, activity_id="9").complete()
+        try:
+            await by_ids.result()
+        except WorkflowFailureError as err:
+            return [await by_token.result(), str(err.cause.cause)]
+        return [await by_token.result()]
 
     result = asyncio.run(
         _with_worker(stack, tenant, queue, body, workflows=[AwaitsApproval], activities=[hand_off])
     )
-    assert result == "approved by a person"
+    assert result == ["approved by a person", "rejected"]
 
 
 @workflow.defn(dynamic=True)
