@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from chronicle.errors import ChronicleError, invalid
 from executions import audit, batch
 from executions.models import AuditAction, BatchJob, BatchOperation, BatchState
-from executions.ui import feedback, panels
+from executions.ui import errors, feedback, panels
 from executions.ui.access import Access, actor, form_request_id, memberships, operator, reader
 from executions.ui.lists import list_url
 
@@ -180,7 +180,7 @@ def job_rate(request: HttpRequest, namespace: str, job_id: str) -> HttpResponse:
         try:
             changed = batch.set_rps(access.namespace, job.job_id, _rps(request.POST.get("rps", "")))
         except ChronicleError as error:
-            return HttpResponse(error.message, status=error.status, content_type="text/plain")
+            return errors.refused(request, error.message, error.status)
         rated = audit.record(
             access.namespace,
             actor=actor(request),
@@ -203,7 +203,7 @@ def job_stop(request: HttpRequest, namespace: str, job_id: str) -> HttpResponse:
     reason = request.POST.get("reason", "").strip()
     if audit.already_done(access.namespace, request_id) is None:
         if not reason:
-            return HttpResponse("a reason is required", status=400, content_type="text/plain")
+            return errors.refused(request, "a reason is required", 400)
         stopped = batch.stop_job(access.namespace, job.job_id, reason)
         halted = audit.record(
             access.namespace,

@@ -12,17 +12,20 @@ import logging
 
 from django.http import HttpRequest, HttpResponse, HttpResponseServerError
 from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from executions.ui.access import Access, member_access
 
 log = logging.getLogger(__name__)
 
 TITLES = {
+    400: "This was refused",
     403: "You cannot do this here",
     404: "Nothing here",
     500: "Something went wrong on our side",
 }
 EXPLANATIONS = {
+    400: "Nothing was changed. Go back, correct the form and send it again.",
     403: "Your role in this namespace does not allow it. An admin of the namespace can change your role.",
     404: "There is no such page, or it is in a namespace you are not a member of.",
     500: "The server failed to answer. Try again; if it keeps failing, the server's log says why.",
@@ -51,6 +54,25 @@ def _page(request: HttpRequest, status: int, exception: Exception | None) -> Htt
         "access": _access(request),
     }
     return render(request, "ui/error.html", context, status=status)
+
+
+def refused(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    """A form a page posts without drawing it again (save a view, stop a batch) was refused:
+    say why, in the layout, with the way back (the status stays the error's own)."""
+    context = {
+        "status": status,
+        "title": TITLES[400],
+        "explanation": EXPLANATIONS[400],
+        "detail": message,
+        "access": _access(request),
+        "back": _same_site(request, request.headers.get("Referer", "")),
+    }
+    return render(request, "ui/error.html", context, status=status)
+
+
+def _same_site(request: HttpRequest, url: str) -> str:
+    """``url`` when it points back into this site (a link never leads elsewhere), else ""."""
+    return url if url_has_allowed_host_and_scheme(url, {request.get_host()}) else ""
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from chronicle.errors import ChronicleError, ErrorCode
 from executions import audit, saved_views, visibility
 from executions.models import AuditAction
-from executions.ui import feedback, runs
+from executions.ui import errors, feedback, runs
 from executions.ui.access import actor, form_request_id, memberships, reader
 from history.models import ExecutionStatus, WorkflowExecution
 from namespaces.models import Namespace
@@ -210,7 +210,7 @@ def view_save(request: HttpRequest, namespace: str) -> HttpResponse:
         except ChronicleError as error:
             if error.code == ErrorCode.PERMISSION_DENIED:
                 raise PermissionDenied(error.message) from None
-            return HttpResponse(error.message, status=error.status, content_type="text/plain")
+            return errors.refused(request, error.message, error.status)
         saved = audit.record(
             access.namespace,
             actor=actor(request),

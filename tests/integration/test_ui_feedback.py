@@ -7,8 +7,9 @@ import pytest
 from django.test import Client
 
 from history import kernel
+from matching.dispatch import poll_once
 from namespaces.models import MemberRole, Namespace
-from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory
+from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory, scope_of
 
 pytestmark = pytest.mark.django_db
 
@@ -83,3 +84,30 @@ def test_an_unknown_page_is_a_styled_404_even_signed_out() -> None:
     response = Client().get("/no/such/page/")
     body = response.content.decode()
     assert response.status_code == 404 and "Nothing here" in body and 'href="/login/?next=' in body
+
+
+def test_a_refused_post_without_a_form_of_its_own_is_a_page_with_the_way_back() -> None:
+    namespace = NamespaceFactory(name="shop")
+    viewer = member_of(namespace, MemberRole.VIEWER)
+    refused = viewer.post(
+        "/ns/shop/views/", {"name": "", "q": ""}, HTTP_REFERER="http://testserver/ns/shop/?q=x"
+    )
+    body = refused.content.decode()
+    assert refused.status_code == 400 and "This was refused" in body
+    assert 'href="http://testserver/ns/shop/?q=x">Back to the form' in body
+    elsewhere = viewer.post("/ns/shop/views/", {"name": ""}, HTTP_REFERER="https://evil.example/")
+    assert "Back to the form" not in elsewhere.content.decode()
+
+
+def test_the_reset_preview_draws_no_empty_pending_work_heading() -> None:
+    namespace = NamespaceFactory(name="shop")
+    run = ExecutionFactory(namespace=namespace, task_queue="q")
+    task = poll_once(namespace, "q", "workflow", "test-worker")
+    assert task is not None
+    kernel.respond_workflow_task_completed(scope=scope_of(task), task_token=task["task_token"], commands=[])
+    operator = member_of(namespace, MemberRole.OPERATOR)
+    preview = operator.get(
+        f"/ns/shop/workflows/{run.workflow_id}/runs/{run.run_id}/reset/", {"point": "last"}
+    )
+    assert preview.status_code == 200 and "What the reset will do" in preview.content.decode()
+    assert "Pending work" not in preview.content.decode()
