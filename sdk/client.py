@@ -20,22 +20,19 @@ from sdk._executions import (
     WorkflowExecutionCountAggregationGroup,
     WorkflowExecutionDescription,
 )
-from sdk._failure import failure_to_exception
 from sdk._http import AlreadyStartedRPCError, HttpTransport
 from sdk._listing import PagedAsyncIterator
 from sdk._listing import WorkflowExecutionAsyncIterator as WorkflowExecutionAsyncIterator
 from sdk._local_closes import LocalCloses
 from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.replayer import WorkflowHistory
+from sdk._workflow_handle import NO_ARG
+from sdk._workflow_handle import WorkflowHandle as WorkflowHandle
 from sdk.common import RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
 from sdk.envconfig import base_url, resolve_connection
 from sdk.exceptions import (
-    CancelledError,
-    TerminatedError,
-    TimeoutError,
     WorkflowAlreadyStartedError,
-    WorkflowFailureError,
 )
 from sdk.schedule import (
     Schedule,
@@ -61,16 +58,6 @@ from sdk.schedule import (
 )
 from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
 from sdk.workflow._definition import workflow_name
-
-CLOSE_EVENTS = {
-    "WorkflowExecutionCompleted",
-    "WorkflowExecutionFailed",
-    "WorkflowExecutionTimedOut",
-    "WorkflowExecutionCanceled",
-    "WorkflowExecutionTerminated",
-    "WorkflowExecutionContinuedAsNew",
-}
-HISTORY_WAIT_SECONDS = 30.0
 
 
 def default_identity() -> str:
@@ -183,7 +170,7 @@ class Client:
         start_delay: timedelta | None,
         cron_schedule: str,
     ) -> dict[str, Any]:
-        values = list(args) if args else ([] if arg is _NO_ARG else [arg])
+        values = list(args) if args else ([] if arg is NO_ARG else [arg])
         body: dict[str, Any] = {
             "workflow_id": id,
             "workflow_type": workflow_name(workflow),
@@ -243,7 +230,7 @@ class Client:
         """
         body = self._start_body(
             workflow,
-            arg if arg is not None else _NO_ARG,
+            arg if arg is not None else NO_ARG,
             args,
             id=id,
             task_queue=task_queue,
@@ -414,7 +401,6 @@ class Client:
         return WorkflowExecutionCount(count=int(data.get("count") or 0), groups=groups)
 
 
-_NO_ARG: Any = object()
 __all__ = [
     "AsyncActivityCancelledError",
     "AsyncActivityHandle",
@@ -446,198 +432,3 @@ __all__ = [
     "WorkflowExecutionDescription",
     "WorkflowHandle",
 ]
-
-
-class WorkflowHandle:
-    """A handle on one workflow id (and optionally one run)."""
-
-    def __init__(
-        self,
-        client: Client,
-        workflow_id: str,
-        *,
-        run_id: str | None,
-        result_run_id: str | None,
-        result_type: Any = None,
-    ) -> None:
-        self.client = client
-        self.id = workflow_id
-        self.run_id = run_id
-        self.result_run_id = result_run_id
-        self.result_type = result_type
-
-    def _path(self, suffix: str = "", run_id: str | None = None) -> str:
-        path = f"/workflows/{quote(self.id, safe='')}"
-        run = run_id if run_id is not None else self.run_id
-        if run:
-            path += f"/runs/{run}"
-        return path + suffix
-
-    async def result(self, *, follow_runs: bool = True) -> Any:
-        """Wait for the run to close and return its result; follows continue-as-new and retries."""
-        run_id = self.result_run_id
-        local = await self.client.local_closes.wait(run_id)
-        if local is not None:
-            if not (follow_runs and local.get("new_run_id")):
-                [event] = await self.client.payload_refs.resolve([local["event"]])
-                return self._close_outcome(event)
-            run_id = local["new_run_id"]
-        after = 0
-        while True:
-            page = (
-                await self.client.transport.get(
-                    self._path("/history", run_id),
-                    params={
-                        "after_event_id": after,
-                        "wait_new_event": True,
-                        "timeout": HISTORY_WAIT_SECONDS,
-                        # One answer when the run closes, not one per event it appends.
-                        "history_event_filter_type": "CLOSE_EVENT",
-                    },
-                    timeout=HISTORY_WAIT_SECONDS + 30,
-                )
-                or {}
-            )
-            run_id = run_id or page.get("run_id")
-            events = await self.client.payload_refs.resolve(page.get("events") or [])
-            for event in events:
-                after = max(after, int(event["event_id"]))
-                if event["event_type"] not in CLOSE_EVENTS:
-                    continue
-                if follow_runs and page.get("new_run_id"):
-                    run_id, after = page["new_run_id"], 0
-                    break
-                return self._close_outcome(event)
-
-    def _close_outcome(self, event: dict[str, Any]) -> Any:
-        kind, attrs = event["event_type"], event.get("attributes") or {}
-        converter = self.client.data_converter
-        if kind == "WorkflowExecutionCompleted":
-            return converter.from_result(attrs.get("result"), self.result_type)
-        cause: BaseException
-        if kind == "WorkflowExecutionFailed":
-            cause = failure_to_exception(attrs.get("failure"), converter)
-        elif kind == "WorkflowExecutionCanceled":
-            cause = CancelledError("Workflow cancelled", *converter.from_payloads(attrs.get("details")))
-        elif kind == "WorkflowExecutionTerminated":
-            cause = TerminatedError(str(attrs.get("reason") or "Workflow terminated"))
-        elif kind == "WorkflowExecutionTimedOut":
-            cause = TimeoutError("Workflow timed out", type=None)
-        else:
-            cause = TerminatedError("Workflow continued as new")
-        raise WorkflowFailureError(cause=cause)
-
-    async def signal(
-        self, signal: str | Callable[..., Any], arg: Any = _NO_ARG, *, args: Sequence[Any] = ()
-    ) -> None:
-        name = (
-            signal
-            if isinstance(signal, str)
-            else getattr(signal, "__chronicle_workflow_signal__", signal.__name__)
-        )
-        values = list(args) if args else ([] if arg is _NO_ARG else [arg])
-        await self.client.transport.post(
-            self._path("/signal"),
-            {
-                "signal_name": name,
-                "input": self.client.data_converter.to_payloads(values),
-                "request_id": str(uuid.uuid4()),
-                "identity": self.client.identity,
-            },
-        )
-
-    async def query(
-        self,
-        query: str | Callable[..., Any],
-        arg: Any = _NO_ARG,
-        *,
-        args: Sequence[Any] = (),
-        result_type: Any = None,
-    ) -> Any:
-        name = (
-            query
-            if isinstance(query, str)
-            else getattr(query, "__chronicle_workflow_query__", query.__name__)
-        )
-        if result_type is None and not isinstance(query, str):
-            result_type = return_hint(query)
-        values = list(args) if args else ([] if arg is _NO_ARG else [arg])
-        answer = (
-            await self.client.transport.post(
-                self._path("/query"),
-                {"query_type": name, "query_args": self.client.data_converter.to_payloads(values)},
-                timeout=60,
-            )
-            or {}
-        )
-        result = answer.get("answer")
-        if isinstance(result, list):
-            return self.client.data_converter.from_result(result, result_type)
-        return self.client.data_converter.from_payload(result, result_type)
-
-    async def cancel(self, reason: str = "") -> None:
-        await self.client.transport.post(
-            self._path("/cancel"), {"reason": reason, "identity": self.client.identity}
-        )
-
-    async def terminate(self, reason: str = "", *details: Any) -> None:
-        body: dict[str, Any] = {"reason": reason, "identity": self.client.identity}
-        if details:
-            body["details"] = self.client.data_converter.to_payloads(list(details))
-        await self.client.transport.post(self._path("/terminate"), body)
-
-    async def reset(
-        self,
-        event_id: int | None = None,
-        *,
-        reset_type: str | None = None,
-        reason: str,
-        reapply_signals: bool = True,
-    ) -> str:
-        """Reset to a workflow task and return the new run's id.
-
-        Give ``event_id`` (a ``WorkflowTaskCompleted`` event of this run) or ``reset_type``
-        ``"FirstWorkflowTask"`` / ``"LastWorkflowTask"``. The open run, if any, is
-        terminated with ``reason``; signals that came after the point are sent again
-        unless ``reapply_signals`` is false. Safe to retry: one request id per call.
-        """
-        if (event_id is None) == (reset_type is None):
-            raise ValueError("give exactly one of event_id and reset_type")
-        body: dict[str, Any] = {
-            "reason": reason,
-            "reapply_signals": reapply_signals,
-            "request_id": str(uuid.uuid4()),
-            "identity": self.client.identity,
-        }
-        if event_id is not None:
-            body["event_id"] = event_id
-        else:
-            body["reset_type"] = reset_type
-        answer = await self.client.transport.post(self._path("/reset"), body) or {}
-        return str(answer["run_id"])
-
-    async def describe(self) -> WorkflowExecutionDescription:
-        data = await self.client.transport.get(self._path()) or {}
-        return WorkflowExecutionDescription.from_wire(data)
-
-    async def fetch_history(self) -> WorkflowHistory:
-        """The whole run history, ready for ``Replayer`` or ``to_json``."""
-        events = [event async for event in self.fetch_history_events()]
-        return WorkflowHistory(workflow_id=self.id, events=events, run_id=self.run_id or "")
-
-    async def fetch_history_events(self, *, page_size: int = 256) -> AsyncIterator[dict[str, Any]]:
-        """Every event of the run, page by page, as the server wrote them."""
-        after = 0
-        while True:
-            page = (
-                await self.client.transport.get(
-                    self._path("/history"), params={"after_event_id": after, "page_size": page_size}
-                )
-                or {}
-            )
-            for event in await self.client.payload_refs.resolve(page.get("events") or []):
-                yield event
-            cursor = page.get("next_after_event_id")
-            if not cursor:
-                return
-            after = int(cursor)
