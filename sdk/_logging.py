@@ -37,6 +37,17 @@ class ContextLoggerAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
             msg = f"{msg} ({dict(details)})"
         return msg, kwargs
 
+    @staticmethod
+    def info_on_message_switch() -> property:
+        """``info_on_message`` under another name (Temporal names it per adapter)."""
+        return property(
+            lambda self: self.info_on_message, lambda self, on: setattr(self, "info_on_message", on)
+        )
+
+    @staticmethod
+    def info_on_extra_switch() -> property:
+        return property(lambda self: self.info_on_extra, lambda self, on: setattr(self, "info_on_extra", on))
+
     @property
     def base_logger(self) -> logging.Logger:
         """The underlying ``logging.Logger`` (Temporal's name)."""

@@ -220,5 +220,15 @@ def _log_details() -> dict[str, Any] | None:
     }
 
 
-logger = ContextLoggerAdapter(logging.getLogger("sdk.activity"), "temporal_activity", _log_details)
-"""Logs with the running activity's ids in ``extra["temporal_activity"]`` and on the message."""
+class LoggerAdapter(ContextLoggerAdapter):
+    """Logs with the running activity's ids in ``extra["temporal_activity"]`` and on the message."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logger, "temporal_activity", _log_details)
+
+    # Temporal's names for the switches.
+    activity_info_on_message = ContextLoggerAdapter.info_on_message_switch()
+    activity_info_on_extra = ContextLoggerAdapter.info_on_extra_switch()
+
+
+logger = LoggerAdapter(logging.getLogger("sdk.activity"))

@@ -142,6 +142,10 @@ class LoggerAdapter(ContextLoggerAdapter):
         super().__init__(logger, "temporal_workflow", _log_details)
         self.log_during_replay = False
 
+    # Temporal's names for the switches.
+    workflow_info_on_message = ContextLoggerAdapter.info_on_message_switch()
+    workflow_info_on_extra = ContextLoggerAdapter.info_on_extra_switch()
+
     def isEnabledFor(self, level: int) -> bool:
         runtime = _Runtime.maybe_current()
         if runtime is not None and runtime.workflow_is_replaying() and not self.log_during_replay:
