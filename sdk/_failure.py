@@ -32,15 +32,30 @@ def exception_to_failure(
 ) -> dict[str, Any]:
     """Encode ``exc`` (and its ``__cause__`` chain) as a failure dict."""
     failure: dict[str, Any] = {
-        "message": str(exc.args[0]) if exc.args else str(exc),
+        "message": _message(exc),
         "source": SOURCE,
-        "stack_trace": "".join(traceback.format_tb(exc.__traceback__)),
+        "stack_trace": _stack_trace(exc),
         "cause": None,
     }
     failure.update(_failure_info(exc, converter))
     if exc.__cause__ is not None and _depth < MAX_CAUSE_DEPTH:
         failure["cause"] = exception_to_failure(exc.__cause__, converter, _depth=_depth + 1)
     return failure
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, FailureError):
+        return exc.message
+    return str(exc.args[0]) if exc.args else str(exc)
+
+
+def _stack_trace(exc: BaseException) -> str:
+    """Where it was raised; for an error decoded from a failure and passed on (an activity's
+    failure inside the run's), where it was first raised, as the failure recorded."""
+    if exc.__traceback__ is not None:
+        return "".join(traceback.format_tb(exc.__traceback__))
+    recorded = exc._failure if isinstance(exc, FailureError) else None
+    return str((recorded or {}).get("stack_trace") or "")
 
 
 def _failure_info(exc: BaseException, converter: DataConverter) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from sdk._wire_codec import apply_codec
-from sdk.exceptions import RPCError
+from sdk.exceptions import RPCError, WorkflowQueryFailedError
 
 if TYPE_CHECKING:
     from sdk.converter import DataConverter, PayloadCodec
@@ -88,6 +88,8 @@ def error_from(status: int, body: Any, retry_after: float | None = None) -> RPCE
         return NotFoundError(message, status=status, code=code, details=details)
     if status == 409:
         return AlreadyStartedRPCError(message, status=status, code=code, details=details)
+    if code == "query_failed":
+        return WorkflowQueryFailedError(message, status=status, code=code, details=details)
     return RPCError(message, status=status, code=code, details=details)
 
 

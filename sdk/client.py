@@ -31,9 +31,11 @@ from sdk._workflow_handle import WorkflowHandle as WorkflowHandle
 from sdk.common import RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
 from sdk.envconfig import base_url, resolve_connection
-from sdk.exceptions import (
-    WorkflowAlreadyStartedError,
-)
+from sdk.exceptions import RPCError as RPCError
+from sdk.exceptions import WorkflowAlreadyStartedError
+from sdk.exceptions import WorkflowContinuedAsNewError as WorkflowContinuedAsNewError
+from sdk.exceptions import WorkflowFailureError as WorkflowFailureError
+from sdk.exceptions import WorkflowQueryFailedError as WorkflowQueryFailedError
 from sdk.schedule import (
     Schedule,
     ScheduleActionExecutionStartWorkflow,
@@ -407,6 +409,7 @@ __all__ = [
     "BuildIdOpAddNewDefault",
     "BuildIdVersionSet",
     "Client",
+    "RPCError",
     "Schedule",
     "ScheduleActionExecutionStartWorkflow",
     "ScheduleActionResult",
@@ -426,9 +429,12 @@ __all__ = [
     "ScheduleUpdate",
     "ScheduleUpdateInput",
     "WorkerBuildIdVersionSets",
+    "WorkflowContinuedAsNewError",
     "WorkflowExecutionAsyncIterator",
     "WorkflowExecutionCount",
     "WorkflowExecutionCountAggregationGroup",
     "WorkflowExecutionDescription",
+    "WorkflowFailureError",
     "WorkflowHandle",
+    "WorkflowQueryFailedError",
 ]

@@ -21,9 +21,15 @@ class ChronicleError(Exception):
 class FailureError(ChronicleError):
     """An error that travels as a failure dict; raising one from a workflow fails the workflow."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, exc_args: tuple[Any, ...] | None = None) -> None:
+        super().__init__(*(exc_args or (message,)))
+        self._message = message
         self._failure: dict[str, Any] | None = None
+
+    @property
+    def message(self) -> str:
+        """The message alone (``str()`` may add to it, as an ApplicationError's type)."""
+        return self._message
 
     @property
     def failure(self) -> Failure | None:
@@ -57,7 +63,8 @@ class ApplicationError(FailureError):
         next_retry_delay: timedelta | float | None = None,
         category: ApplicationErrorCategory = ApplicationErrorCategory.UNSPECIFIED,
     ) -> None:
-        super().__init__(message)
+        # str() reads "type: message" when typed, as Temporal's does; .message is the message.
+        super().__init__(message, exc_args=(f"{type}: {message}" if type else message,))
         self.details: Sequence[Any] = details
         self.type = type
         self.non_retryable = non_retryable
@@ -65,10 +72,6 @@ class ApplicationError(FailureError):
             next_retry_delay.total_seconds() if isinstance(next_retry_delay, timedelta) else next_retry_delay
         )
         self.category = category
-
-    def __str__(self) -> str:
-        """``"type: message"`` when a type is set, as Temporal's reads."""
-        return f"{self.type}: {self.message}" if self.type else self.message
 
 
 class CancelledError(FailureError):
@@ -220,6 +223,10 @@ class RPCError(ChronicleError):
         self.status = status
         self.code = code
         self.details = details
+
+
+class WorkflowQueryFailedError(RPCError):
+    """A query's handler raised, or the workflow has no handler for it (Temporal's name)."""
 
 
 class WorkflowContinuedAsNewError(ChronicleError):

@@ -92,7 +92,12 @@ def test_failure_reads_as_temporals_message_and_as_the_dict() -> None:
     assert failure["message"] == "outer" and failure.HasField("application_failure_info")
     assert failure.application_failure_info["type"] == "Bad"
     assert failure.cause is not None and failure.cause.message == "inner"
-    assert str(error) == "Bad: outer" and str(ApplicationError("plain")) == "plain"
+    assert (
+        str(error) == "Bad: outer" and error.message == "outer" and str(ApplicationError("plain")) == "plain"
+    )
+    # Passed on (an activity's failure inside the run's), it keeps where it was first raised.
+    again = exception_to_failure(error)
+    assert again["message"] == "outer" and again["stack_trace"] == wire["stack_trace"]
 
 
 def test_task_token_carries_its_queue() -> None:
