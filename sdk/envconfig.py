@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 DEV_JSON = Path(".chronicle") / "dev.json"
+# A TOML config: a file's path, or the TOML text itself (Temporal's DataSource).
+DataSource = Path | str | bytes
 DEFAULT_PROFILE = "default"
 FIELDS = ("target_host", "namespace", "api_key")
 ENV_NAMES: dict[str, tuple[str, ...]] = {
@@ -99,6 +101,21 @@ class ClientConfigProfile:
             grpc_meta=dict(data.get("grpc_meta") or {}),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as its TOML table (unset fields left out)."""
+        data: dict[str, Any] = {
+            key: value
+            for key, value in (
+                ("address", self.address),
+                ("namespace", self.namespace),
+                ("api_key", self.api_key),
+            )
+            if value
+        }
+        if self.grpc_meta:
+            data["grpc_meta"] = dict(self.grpc_meta)
+        return data
+
     def to_client_connect_config(self) -> ClientConnectConfig:
         config = ClientConnectConfig()
         if self.address:
@@ -115,6 +132,7 @@ class ClientConfigProfile:
     def load(
         profile: str | None = None,
         *,
+        config_source: DataSource | None = None,
         config_file: str | None = None,
         disable_file: bool = False,
         disable_env: bool = False,
@@ -126,9 +144,12 @@ class ClientConfigProfile:
         name = profile or _first_env(env, ("CHRONICLE_PROFILE", "TEMPORAL_PROFILE")) or DEFAULT_PROFILE
         found = ClientConfigProfile()
         if not disable_file:
-            profiles = ClientConfig.load(config_file=config_file, override_env_vars=env).profiles
+            loaded = ClientConfig.load(
+                config_source=config_source, config_file=config_file, override_env_vars=env
+            )
+            profiles = loaded.profiles
             if config_file_strict and name not in profiles:
-                raise ValueError(f"profile {name!r} not found in {config_file or config_file_path(env)}")
+                raise ValueError(f"profile {name!r} not found in the config file")
             found = profiles.get(name, found)
         if disable_env:
             return found
@@ -149,19 +170,37 @@ class ClientConfig:
 
     @staticmethod
     def load(
-        *, config_file: str | None = None, override_env_vars: Mapping[str, str] | None = None
+        *,
+        config_source: DataSource | None = None,
+        config_file: str | None = None,
+        config_file_strict: bool = False,
+        override_env_vars: Mapping[str, str] | None = None,
     ) -> ClientConfig:
-        path = Path(config_file) if config_file else config_file_path(override_env_vars)
-        if not path.is_file():
-            return ClientConfig()
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        profiles = data.get("profile") or {}
+        """Every profile of the TOML ``config_source`` (a ``Path``, or the TOML text itself),
+        or of ``config_file``, or of the default file (none there: no profiles)."""
+        if isinstance(config_source, str | bytes):
+            text = config_source.decode() if isinstance(config_source, bytes) else config_source
+        else:
+            path = config_source or (
+                Path(config_file) if config_file else config_file_path(override_env_vars)
+            )
+            if not path.is_file():
+                return ClientConfig()
+            text = path.read_text(encoding="utf-8")
+        return ClientConfig.from_dict(tomllib.loads(text).get("profile") or {})
+
+    @staticmethod
+    def from_dict(profiles: Mapping[str, Mapping[str, Any]]) -> ClientConfig:
         return ClientConfig({name: ClientConfigProfile.from_dict(body) for name, body in profiles.items()})
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: profile.to_dict() for name, profile in self.profiles.items()}
 
     @staticmethod
     def load_client_connect_config(
         profile: str | None = None,
         *,
+        config_source: DataSource | None = None,
         config_file: str | None = None,
         disable_file: bool = False,
         disable_env: bool = False,
@@ -171,6 +210,7 @@ class ClientConfig:
         """``Client.connect``'s keyword arguments: environment, then the profile, then dev.json."""
         config = ClientConfigProfile.load(
             profile,
+            config_source=config_source,
             config_file=config_file,
             disable_file=disable_file,
             disable_env=disable_env,
@@ -227,4 +267,5 @@ __all__ = [
     "ClientConfigProfile",
     "ClientConfigTLS",
     "ClientConnectConfig",
+    "DataSource",
 ]

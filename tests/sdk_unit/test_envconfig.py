@@ -138,3 +138,16 @@ def test_connect_without_any_source_says_where_to_look(
     (workdir / ".chronicle" / "dev.json").unlink()
     with pytest.raises(ValueError, match="CHRONICLE_URL"):
         asyncio.run(Client.connect())
+
+
+def test_config_source_takes_a_path_or_the_toml_itself_and_round_trips(workdir: Path) -> None:
+    path = _write_toml(workdir)
+    from_path = ClientConfig.load(config_source=path)
+    from_text = ClientConfig.load(config_source=TOML)
+    assert from_path == from_text == ClientConfig.from_dict(from_text.to_dict())
+    staging = ClientConfigProfile.load("staging", config_source=TOML.encode(), override_env_vars={})
+    assert staging.to_dict() == {
+        "address": "https://staging.example:443",
+        "namespace": "staging",
+        "grpc_meta": {"team": "payments"},
+    }
