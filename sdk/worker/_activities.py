@@ -278,6 +278,7 @@ def _log_failure(task: dict[str, Any], error: BaseException) -> None:
         (task.get("activity_type") or {}).get("name"),
         task.get("attempt"),
         error,
+        extra={"__temporal_error_identifier": "ActivityFailure"},
     )
 
 

@@ -218,6 +218,7 @@ def test_bound_method_activities_logger_and_error_category(
     assert counted.temporal_activity["workflow_type"] == "Stocktake"  # type: ignore[attr-defined]
     [failed] = [r for r in caplog.records if "attempt 1 failed" in r.getMessage()]
     assert failed.levelno == logging.DEBUG  # BENIGN: an expected outcome, not a warning
+    assert getattr(failed, "__temporal_error_identifier") == "ActivityFailure"
 
 
 # -- cancellation: a sync activity stops at its heartbeat; a waited-for activity may still return --
@@ -385,7 +386,7 @@ class Strict:
 
 
 def test_dynamic_workflow_guard_and_failure_types_on_a_worker(
-    stack: Stack, tenant: Tenant, api: Api, queue: str
+    stack: Stack, tenant: Tenant, api: Api, queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = _wid()
 
@@ -411,6 +412,9 @@ def test_dynamic_workflow_guard_and_failure_types_on_a_worker(
     assert result == ["AnyName[1, 'two']", "Refused: listed on the worker"]
     failed = wait_until(lambda: _task_failure(api, clock), timeout=15)
     assert "workflow.now()" in failed
+    # The worker's log record carries Temporal's marker, which log filters look for.
+    marked = [r for r in caplog.records if getattr(r, "__temporal_error_identifier", None)]
+    assert any(getattr(r, "__temporal_error_identifier") == "WorkflowTaskFailure" for r in marked)
 
 
 def _task_failure(api: Api, workflow_id: str) -> str | None:
