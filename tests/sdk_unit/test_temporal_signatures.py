@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import sys
+import types
 
 import pytest
 
@@ -74,6 +76,34 @@ def test_pydantic_converter_says_what_to_install_when_pydantic_is_missing(
     monkeypatch.delitem(sys.modules, "sdk.contrib.pydantic", raising=False)
     with pytest.raises(ImportError, match="install pydantic"):
         importlib.import_module("sdk.contrib.pydantic")
+
+
+def test_pydantic_converter_puts_pydantic_in_place_of_plain_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a stand-in for pydantic's two entry points, the converter routes JSON through them."""
+    calls: list[str] = []
+
+    class TypeAdapter:
+        def __init__(self, hint: object) -> None:
+            self.hint = hint
+
+        def validate_json(self, data: bytes) -> object:
+            calls.append(f"validate {self.hint}")
+            return json.loads(data)
+
+    def to_json(value: object) -> bytes:
+        calls.append("dump")
+        return json.dumps(value).encode()
+
+    monkeypatch.setitem(sys.modules, "pydantic", types.SimpleNamespace(TypeAdapter=TypeAdapter))
+    monkeypatch.setitem(sys.modules, "pydantic_core", types.SimpleNamespace(to_json=to_json))
+    monkeypatch.delitem(sys.modules, "sdk.contrib.pydantic", raising=False)
+    converter = importlib.import_module("sdk.contrib.pydantic").pydantic_data_converter
+    wire = converter.to_payload({"a": 1})
+    assert wire == {"metadata": {"encoding": "json/plain"}, "data": {"a": 1}}
+    assert converter.from_payload(wire, dict) == {"a": 1}
+    assert converter.to_payload(None)["metadata"]["encoding"] == "binary/null"  # the chain is kept
+    assert calls == ["dump", "validate <class 'dict'>"]
+    monkeypatch.delitem(sys.modules, "sdk.contrib.pydantic")
 
 
 def test_failure_reads_as_temporals_message_and_as_the_dict() -> None:
