@@ -38,7 +38,11 @@ from history.vocabulary import EventType
 
 
 def index(request: HttpRequest) -> HttpResponse:
-    return render(request, "index.html", {"memberships": memberships(request)})
+    """The user's namespaces; a member of one namespace goes straight to its workflows."""
+    own = memberships(request)
+    if len(own) == 1:
+        return redirect("ui-executions", own[0].namespace.name)
+    return render(request, "index.html", {"memberships": own})
 
 
 # ---------------------------------------------------------------- query

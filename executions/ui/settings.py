@@ -16,6 +16,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -359,6 +360,15 @@ def members(request: HttpRequest, namespace: str) -> HttpResponse:
 # -- API keys ------------------------------------------------------------------------------------
 
 
+def _revoking(request: HttpRequest, keys: QuerySet[ApiKey]) -> ApiKey | None:
+    """The active key the page asks to confirm revoking (``?revoke=<id>``, or a refused revoke)."""
+    source = (
+        request.POST if request.method == "POST" and request.POST.get("form") == "revoke" else request.GET
+    )
+    raw = source.get("revoke") or source.get("key_id") or ""
+    return keys.filter(pk=int(raw), revoked_at__isnull=True).first() if raw.isdigit() else None
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_keys(request: HttpRequest, namespace: str) -> HttpResponse:
@@ -400,5 +410,11 @@ def api_keys(request: HttpRequest, namespace: str) -> HttpResponse:
         if error is None and secret is None:
             return redirect(reverse("ui-settings-api-keys", args=[namespace]))
     keys = ApiKey.objects.filter(namespace=access.namespace).order_by("revoked_at", "-created_at")
-    context = {"form": form, "error": error, "keys": keys, "secret": secret}
+    context = {
+        "form": form,
+        "error": error,
+        "keys": keys,
+        "secret": secret,
+        "revoking": _revoking(request, keys),
+    }
     return _page(request, access, "ui-settings-api-keys", context, status=400 if error else 200)

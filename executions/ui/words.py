@@ -13,14 +13,11 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from history.schedule_words import duration_in_words
+
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S %Z"
-# (seconds in the unit, singular, plural) from the largest down.
-UNITS = (
-    (86_400, "day", "days"),
-    (3_600, "hour", "hours"),
-    (60, "minute", "minutes"),
-    (1, "second", "seconds"),
-)
+# (unit, seconds in it) from the largest down, as history.schedule_words spells them.
+UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
 SHORT_UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))
 
 
@@ -39,28 +36,21 @@ def moment(value: datetime) -> str:
     return value.astimezone(timezone.get_default_timezone()).strftime(TIME_FORMAT)
 
 
-def _count(n: int, singular: str, plural: str) -> str:
-    return f"{n} {singular if n == 1 else plural}"
-
-
 def duration_words(seconds: float | timedelta) -> str:
-    """A duration in words: "941 ms", "12.3 seconds", "2 minutes 5 seconds", "3 days 4 hours".
+    """A measured duration in words: "941 ms", "5.2 seconds", "2 minutes 5 seconds", "3 days 4 hours".
 
-    The two largest units are enough to compare runs; a sub-second duration keeps its
+    Its two largest units are enough to compare runs (``history.schedule_words`` spells
+    the units, as it does for schedule specs); a sub-second duration keeps its
     milliseconds, since that is where a quick run's time goes.
     """
     total = seconds.total_seconds() if isinstance(seconds, timedelta) else float(seconds)
     if total < 1:
         return f"{total * 1000:.0f} ms"
-    if total < 60:
-        return f"{total:.1f} seconds" if total < 10 else _count(round(total), "second", "seconds")
-    remaining = round(total)
-    counts = []
-    for size, singular, plural in UNITS:
-        n, remaining = divmod(remaining, size)
-        counts.append((n, singular, plural))
-    largest = next(i for i, (n, _, _) in enumerate(counts) if n)
-    return " ".join(_count(*unit) for unit in counts[largest : largest + 2] if unit[0])
+    if total < 10:
+        return f"{total:.1f} seconds"
+    largest = next(i for i, (_, size) in enumerate(UNITS) if total >= size)
+    step = UNITS[min(largest + 1, len(UNITS) - 1)][1]
+    return duration_in_words(round(total / step) * step)
 
 
 def short_duration(seconds: float) -> str:

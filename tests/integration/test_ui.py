@@ -62,8 +62,12 @@ def test_pages_need_sign_in_and_sign_in_lists_only_own_namespaces(client: Client
     response = client.post("/login/", {"username": user.username, "password": "password"})
     assert response.status_code == 302 and response["Location"] == "/"
 
-    home = client.get("/").content.decode()
-    assert "/ns/mine/" in home and theirs.name not in home
+    home = client.get("/")  # one namespace: straight to its workflows
+    assert home.status_code == 302 and home["Location"] == "/ns/mine/"
+    assert theirs.name not in client.get("/", follow=True).content.decode()
+    MembershipFactory(user=user, namespace=NamespaceFactory(name="second"), role=MemberRole.VIEWER)
+    listed = client.get("/").content.decode()
+    assert "/ns/mine/" in listed and "/ns/second/" in listed and theirs.name not in listed
     assert client.post("/logout/").status_code == 302
     assert client.get("/ns/mine/").status_code == 302
 

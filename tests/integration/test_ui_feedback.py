@@ -8,7 +8,7 @@ from django.test import Client
 
 from history import kernel
 from matching.dispatch import poll_once
-from namespaces.models import MemberRole, Namespace
+from namespaces.models import ApiKey, MemberRole, Namespace
 from tests.factories import ExecutionFactory, MembershipFactory, NamespaceFactory, scope_of
 
 pytestmark = pytest.mark.django_db
@@ -111,3 +111,22 @@ def test_the_reset_preview_draws_no_empty_pending_work_heading() -> None:
     )
     assert preview.status_code == 200 and "What the reset will do" in preview.content.decode()
     assert "Pending work" not in preview.content.decode()
+
+
+def test_an_api_key_is_revoked_through_a_confirmation_and_a_new_one_has_a_copy_button() -> None:
+    namespace = NamespaceFactory(name="shop")
+    admin = member_of(namespace, MemberRole.ADMIN)
+    created = admin.post("/ns/shop/settings/api-keys/", {"name": "ci", "roles": ["client"], "reason": "ci"})
+    body = created.content.decode()
+    assert 'class="notice"' in body and "Copy the key" in body and 'class="alert"' not in body
+    assert 'name="key_id"' not in body  # no revoke field on every row, only a link to confirm
+    key = ApiKey.objects.get(namespace=namespace)
+
+    confirm = admin.get("/ns/shop/settings/api-keys/", {"revoke": key.pk}).content.decode()
+    assert 'id="confirm-revoke"' in confirm and "Revoke ci</button>" in confirm
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is None
+    done = admin.post(
+        "/ns/shop/settings/api-keys/", {"form": "revoke", "key_id": key.pk, "reason": "leaked"}, follow=True
+    )
+    assert "Revoked the API key" in done.content.decode()
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
