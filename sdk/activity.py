@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar, overload
 
 from sdk._logging import ContextLoggerAdapter
+from sdk.converter import DefaultPayloadConverter, PayloadConverter
 from sdk.exceptions import CancelledError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -120,9 +121,15 @@ class ActivityContext:
     heartbeat_sink: Callable[[Sequence[Any]], None]
     cancelled: threading.Event = field(default_factory=threading.Event)
     cancel_reason: str = ""
-    # A sync activity's heartbeat raises CancelledError once cancelled (unless shielded).
+    # A sync activity runs in a thread; its heartbeat raises CancelledError once cancelled
+    # (unless its definition says not to, or the call is shielded).
+    in_thread: bool = False
     raise_on_heartbeat: bool = False
     shielded: int = 0
+    # The worker's client and converter, and its shutdown flag (set when it starts stopping).
+    client: Any = None
+    payload_converter: PayloadConverter = field(default_factory=DefaultPayloadConverter)
+    worker_shutdown: threading.Event = field(default_factory=threading.Event)
 
     def request_cancel(self, reason: str) -> None:
         self.cancel_reason = reason
@@ -153,6 +160,55 @@ def raise_complete_async() -> None:
     ``client.get_async_activity_handle(task_token=activity.info().task_token)``."""
     _context()
     raise _CompleteAsyncError()
+
+
+@dataclass(frozen=True)
+class ActivityCancellationDetails:
+    """Why the activity was asked to stop (Temporal's shape; the server tells only a request)."""
+
+    not_found: bool = False
+    cancel_requested: bool = False
+    paused: bool = False
+    reset: bool = False
+    timed_out: bool = False
+    worker_shutdown: bool = False
+
+
+def cancellation_details() -> ActivityCancellationDetails | None:
+    """None until the attempt is asked to stop; then why, as far as the worker knows."""
+    context = _context()
+    if not context.cancelled.is_set():
+        return None
+    return ActivityCancellationDetails(cancel_requested=True)
+
+
+def client() -> Any:
+    """The worker's ``Client``, for async activities (as in Temporal, not from a sync one's thread)."""
+    context = _context()
+    if context.in_thread or context.client is None:
+        raise RuntimeError("No client available: activity.client() works in async activities only")
+    return context.client
+
+
+def payload_converter() -> PayloadConverter:
+    """The worker's payload converter (e.g. to decode details by hand)."""
+    return _context().payload_converter
+
+
+def is_worker_shutdown() -> bool:
+    """True once the worker running this attempt has started shutting down."""
+    return _context().worker_shutdown.is_set()
+
+
+async def wait_for_worker_shutdown() -> None:
+    flag = _context().worker_shutdown
+    while not flag.is_set():
+        await asyncio.sleep(0.1)
+
+
+def wait_for_worker_shutdown_sync(timeout: float | None = None) -> bool:
+    """Block a sync activity's thread until the worker shuts down or ``timeout``; True if it did."""
+    return _context().worker_shutdown.wait(timeout)
 
 
 def in_activity() -> bool:

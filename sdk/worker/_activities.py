@@ -8,7 +8,7 @@ import contextvars
 import dataclasses
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -85,6 +85,8 @@ class ActivityRunner:
         )
         self.slots = asyncio.Semaphore(worker.max_concurrent_activities)
         self.in_flight: set[asyncio.Task[None]] = set()
+        # Set when the worker starts shutting down (activity.is_worker_shutdown()).
+        self.shutting_down = threading.Event()
 
     def has_free_slot(self) -> bool:
         return not self.slots.locked()
@@ -118,7 +120,7 @@ class ActivityRunner:
             ),
             asyncio.get_running_loop(),
         )
-        context = activity.ActivityContext(info=info, heartbeat_sink=beats.record)
+        context = self._context(info, beats.record)
         body = asyncio.create_task(self._invoke(task, context))
         beating = asyncio.create_task(self._heartbeat_loop(task["task_token"], beats, context, body))
         try:
@@ -126,6 +128,17 @@ class ActivityRunner:
         finally:
             beating.cancel()
         await self._report(task, outcome, beats)
+
+    def _context(
+        self, info: activity.Info, heartbeat_sink: Callable[[Sequence[Any]], None]
+    ) -> activity.ActivityContext:
+        return activity.ActivityContext(
+            info=info,
+            heartbeat_sink=heartbeat_sink,
+            client=self.worker.client,
+            payload_converter=self.worker.client.data_converter.payload_converter,
+            worker_shutdown=self.shutting_down,
+        )
 
     async def _invoke(self, task: dict[str, Any], context: activity.ActivityContext) -> tuple[str, Any]:
         """Run the function; returns ("complete", value), ("cancel", exc) or ("fail", exc)."""
@@ -156,7 +169,8 @@ class ActivityRunner:
         self, definition: activity.ActivityDefinition, args: list[Any], context: activity.ActivityContext
     ) -> Any:
         token = activity.set_context(context)
-        context.raise_on_heartbeat = not definition.is_async and not definition.no_thread_cancel_exception
+        context.in_thread = not definition.is_async
+        context.raise_on_heartbeat = context.in_thread and not definition.no_thread_cancel_exception
         try:
             if definition.is_async:
                 return await definition.fn(*args)
@@ -252,7 +266,7 @@ class ActivityRunner:
         self, activity_type: str, args: list[dict[str, Any]], base: activity.Info, attempt: int, timeout: Any
     ) -> tuple[str, Any]:
         info = dataclasses.replace(base, activity_type=activity_type, attempt=attempt, is_local=True)
-        context = activity.ActivityContext(info=info, heartbeat_sink=lambda details: None)
+        context = self._context(info, lambda details: None)
         task = {"activity_type": {"name": activity_type}, "input": args}
         try:
             return await asyncio.wait_for(self._invoke(task, context), float(timeout) if timeout else None)

@@ -165,6 +165,8 @@ class Worker:
     async def shutdown(self) -> None:
         """Stop polling, wait for in-flight tasks to finish and report."""
         self._stopping.set()
+        if self.activities is not None:
+            self.activities.shutting_down.set()
         asyncio.get_running_loop().call_later(self.shutdown_report_grace, self._abandon_reports.set)
         if self._pollers:
             await self._done.wait()

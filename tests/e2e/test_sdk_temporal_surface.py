@@ -155,6 +155,9 @@ def test_list_workflows_maps_histories_and_list_schedules_can_be_awaited(
 # -- activities as a ported program writes them ------------------------------------------------------
 
 
+observed: list[bool] = []  # what the activities below saw of their context
+
+
 class Inventory:
     """Activities as methods of an object holding a dependency (Temporal's usual pattern)."""
 
@@ -164,10 +167,16 @@ class Inventory:
     @activity.defn
     async def count(self, sku: str) -> int:
         activity.logger.info("counting %s", sku)
+        observed.append(activity.client().namespace == activity.info().workflow_namespace)
+        observed.append(activity.is_worker_shutdown() or activity.cancellation_details() is not None)
         return self.stock[sku]
 
     @activity.defn
     def reserve(self, sku: str) -> str:
+        try:
+            activity.client()
+        except RuntimeError as err:
+            observed.append("async activities only" in str(err))
         raise ApplicationError(
             "nothing to reserve yet", type="Empty", category=ApplicationErrorCategory.BENIGN
         )
@@ -196,6 +205,7 @@ def test_bound_method_activities_logger_and_error_category(
     stack: Stack, tenant: Tenant, queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     inventory = Inventory({"apple": 7})
+    observed.clear()
 
     async def body(client: Client) -> Any:
         return await client.execute_workflow(Stocktake.run, "apple", id=_wid(), task_queue=queue)
@@ -213,6 +223,9 @@ def test_bound_method_activities_logger_and_error_category(
             )
         )
     assert result == [7, "Empty: nothing to reserve yet", "BENIGN", True]
+    # The async one reached its worker's client and saw no shutdown or cancel; the sync one
+    # was told activity.client() is for async activities.
+    assert observed == [True, False, True]
     [counted] = [r for r in caplog.records if r.name == "sdk.activity"]
     assert counted.temporal_activity["activity_type"] == "count"  # type: ignore[attr-defined]
     assert counted.temporal_activity["workflow_type"] == "Stocktake"  # type: ignore[attr-defined]
