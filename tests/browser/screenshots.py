@@ -13,6 +13,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import BrowserTenant, OpenPage, StartedRun
+from tests.browser.test_run_page import failed_by_activity
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
@@ -49,6 +50,12 @@ def test_capture_main_pages(
     admin = open_page("admin")
     admin.goto(browser_tenant.url("settings/rate-limits/"))
     save(admin, "rate-limits")
+
+    failed = failed_by_activity(browser_tenant, "payment-ord-47")
+    page.goto(browser_tenant.url(f"workflows/{failed.workflow_id}/"))
+    save(page, "execution-failed")
+    page.goto(browser_tenant.url("triage/"))
+    save(page, "triage")
 
     dark = open_page("operator", color_scheme="dark")
     dark.goto(browser_tenant.url(f"workflows/{runs[1].workflow_id}/runs/{runs[1].run_id}/"))
