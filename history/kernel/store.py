@@ -10,8 +10,10 @@ run and its first events may go in together. Notifications are queued by ``pg_no
 and delivered at commit, as before.
 
 Table and column names come from ``Model._meta``; the statement's shape depends only on
-which parts a write has and how many rows each holds. Values are sent as typed
-parameters (see :func:`typed_param`), never spliced into the text.
+which parts a write has and, up to a few rows, how many rows each holds (more go as
+arrays: :func:`rows_query`). Values are sent as parameters bound apart from the statement
+(see :func:`bound_cursor`), never spliced into the text, and the few shapes are prepared:
+parsed and planned once per connection.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import psycopg
 from django.db import connection, models
 
 from history.models import WorkflowExecution
@@ -29,6 +32,8 @@ from history.models import WorkflowExecution
 EXECUTION_FIELDS = [f for f in WorkflowExecution._meta.concrete_fields if not f.primary_key]
 _JSON_COLUMNS = frozenset(f.attname for f in EXECUTION_FIELDS if isinstance(f, models.JSONField))
 _SAVED_COLUMNS = "_chronicle_saved_columns"
+# Up to this many rows, a part sends a VALUES list; more, an unnest of arrays (rows_query).
+FEW_ROWS = 4
 _NOTIFY = "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS n(c, p)"
 
 
@@ -63,11 +68,26 @@ def typed_param(field: models.Field[Any, Any]) -> str:
     return f"%s::{field.db_type(connection)}"
 
 
-def values(fields: list[Any], objects: Sequence[Any]) -> tuple[str, list[Any]]:
-    """``fields`` of ``objects`` as a ``VALUES`` list's rows (typed parameters) and their values."""
-    row_sql = "(" + ", ".join(typed_param(f) for f in fields) + ")"
-    params = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objects for f in fields]
-    return ", ".join([row_sql] * len(objects)), params
+def rows_query(fields: list[Any], objects: Sequence[Any]) -> tuple[str, list[Any]]:
+    """A query yielding ``fields`` of ``objects`` as rows, in their order, and its parameters.
+
+    A few rows (a hot call's write) go as a ``VALUES`` list, a typed parameter per value:
+    cheapest to send. More (a batch of timers, a fan-out) go as one typed array per column,
+    turned back into rows by ``unnest``: the text then no longer depends on the number of
+    rows, so it is parsed and planned once, and psycopg and PostgreSQL handle a dozen
+    arrays far faster than thousands of separate parameters.
+    """
+    if len(objects) <= FEW_ROWS:
+        row_sql = "(" + ", ".join(typed_param(f) for f in fields) + ")"
+        params = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objects for f in fields]
+        return "VALUES " + ", ".join([row_sql] * len(objects)), params
+    names = ", ".join(_quote(f.column) for f in fields)
+    arrays = [[f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objects] for f in fields]
+    unnest = ", ".join(f"{typed_param(f)}[]" for f in fields)
+    return (
+        f"SELECT {names} FROM unnest({unnest}) WITH ORDINALITY AS u({names}, row_number) ORDER BY row_number",
+        arrays,
+    )
 
 
 def _quote(name: str) -> str:
@@ -86,9 +106,9 @@ def insert_rows(write: Write, rows: Sequence[models.Model]) -> None:
     meta = rows[0]._meta
     serial = meta.auto_field
     fields = [f for f in meta.concrete_fields if f is not serial]
-    rows_sql, params = values(fields, rows)
+    rows_sql, params = rows_query(fields, rows)
     columns = ", ".join(_quote(f.column) for f in fields)
-    sql = f"INSERT INTO {_quote(meta.db_table)} ({columns}) VALUES {rows_sql}"
+    sql = f"INSERT INTO {_quote(meta.db_table)} ({columns}) {rows_sql}"
     if serial is None:
         write.add(sql, params)
         _mark_saved(rows)
@@ -139,12 +159,12 @@ def update_whole_rows(write: Write, executions: Sequence[WorkflowExecution]) -> 
     pk = WorkflowExecution._meta.pk
     assert pk is not None
     fields = [pk, *EXECUTION_FIELDS]
-    rows_sql, params = values(fields, executions)
+    rows_sql, params = rows_query(fields, executions)
     columns = ", ".join(_quote(f.column) for f in fields)
     assignments = ", ".join(f"{_quote(f.column)} = v.{_quote(f.column)}" for f in EXECUTION_FIELDS)
     table = _quote(WorkflowExecution._meta.db_table)
     write.add(
-        f"UPDATE {table} AS t SET {assignments} FROM (VALUES {rows_sql}) AS v({columns}) "
+        f"UPDATE {table} AS t SET {assignments} FROM ({rows_sql}) AS v({columns}) "
         f"WHERE t.{_quote(pk.column)} = v.{_quote(pk.column)}",
         params,
     )
@@ -172,10 +192,40 @@ def send(write: Write) -> None:
         members = ", ".join(f"{name} AS ({part})" for name, part in zip(names, write.parts, strict=True))
         reads = _final_reads(write, names)
         sql = f"WITH {members} {reads}"
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(sql, write.params)
         if write.returning:
             _assign_ids([rows for _, rows in write.returning], cursor.fetchall())
+
+
+def bound_cursor() -> Any:
+    """A cursor of Django's current connection (its transaction, its query logging) that
+    sends parameters apart from the statement, as PostgreSQL's extended protocol does.
+
+    Django's cursors bind on the client: psycopg parses the statement and quotes every
+    value into it in Python, which for a write of a few hundred rows cost more than
+    PostgreSQL spent on it. Bound apart, a statement's text is parsed by psycopg once per
+    process and, prepared, planned by PostgreSQL once per connection: a write's text
+    depends on its parts and columns, and on its number of rows only up to ``FEW_ROWS``,
+    so the shapes are few.
+    """
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    cursor: Any = _PreparingCursor(connection.connection)  # (the stubs expect a wrapper here)
+    if connection.queries_logged:
+        return connection.make_debug_cursor(cursor)
+    return connection.make_cursor(cursor)
+
+
+class _PreparingCursor(psycopg.Cursor[Any]):
+    """A cursor whose statements are prepared on their first run (Django's wrapper, which
+    logs and counts them, passes no ``prepare``); each stays in the connection's cache of
+    prepared statements, up to psycopg's limit of a hundred."""
+
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
+    ) -> Any:
+        return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
 
 
 def _final_reads(write: Write, names: list[str]) -> str:

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history import kernel
-from history.kernel import ExecutionMutation
+from history.kernel import ExecutionMutation, store
+from history.kernel._mutation import save_all
 from history.kernel.locks import lock_run
 from history.models import HistoryEvent, PendingActivity, Task, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
@@ -231,3 +232,45 @@ def test_a_start_writes_its_run_events_and_task_in_one_statement() -> None:
     execution = WorkflowExecution.objects.get(run_id=result.run_id)
     assert event_types(execution) == ["WorkflowExecutionStarted", "WorkflowTaskScheduled"]
     assert Task.objects.filter(run_id=execution.run_id).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_write_of_many_rows_sends_arrays_and_keeps_their_order_and_ids() -> None:
+    """Past a few rows a part goes as one array per column: the text no longer grows with
+    the rows, and the serial ids still rise in the order the rows were appended."""
+    execution = ExecutionFactory()
+    mutation = ExecutionMutation(lock_run(execution.run_id), execution.namespace)
+    names = [f"s{i}" for i in range(store.FEW_ROWS * 5)]
+    for name in names:
+        mutation.append("WorkflowExecutionSignaled", {"signal_name": name, "input": [{"n": name}]})
+    events = list(mutation._events)
+    with CaptureQueriesContext(connection) as queries:
+        mutation.save()
+
+    [write] = queries.captured_queries
+    assert "unnest(" in write["sql"] and "s7" not in write["sql"]
+    stored = list(HistoryEvent.objects.filter(run=execution, event_type="WorkflowExecutionSignaled"))
+    stored.sort(key=lambda e: e.event_id)
+    assert [e.attributes["signal_name"] for e in stored] == names
+    assert [e.pk for e in events] == [e.pk for e in stored]
+    assert sorted(e.pk for e in stored) == [e.pk for e in stored]
+
+
+@pytest.mark.django_db
+def test_many_runs_written_together_get_each_its_own_columns() -> None:
+    executions = [ExecutionFactory() for _ in range(store.FEW_ROWS + 3)]
+    mutations = [ExecutionMutation(lock_run(e.run_id), e.namespace) for e in executions]
+    for i, mutation in enumerate(mutations):
+        mutation.execution.memo = {"i": i}
+        mutation.append("WorkflowExecutionSignaled", {"signal_name": f"run{i}"})
+    with CaptureQueriesContext(connection) as queries:
+        save_all(mutations)
+
+    [write] = queries.captured_queries
+    assert 'UPDATE "history_workflowexecution" AS t' in write["sql"] and "unnest(" in write["sql"]
+
+    for i, execution in enumerate(executions):
+        execution.refresh_from_db()
+        assert execution.memo == {"i": i}
+        assert event_types(execution)[-1] == "WorkflowExecutionSignaled"
+        assert execution.next_event_id == mutations[i].execution.next_event_id
