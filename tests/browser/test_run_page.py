@@ -3,17 +3,22 @@ the UI gives, in a real browser against the real stack."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from playwright.sync_api import expect
 
 from sdk._runtime.replayer import WorkflowHistory
+from sdk.client import Client
+from sdk.worker import Replayer, Worker
 from tests.browser.conftest import BrowserTenant, OpenPage, StartedRun, run_url
 from tests.conftest import ScriptedWorker, command
+from tests.e2e.test_sdk_replay import Checkout, bill, reserve
 
 RunFactory = Callable[..., StartedRun]
 DECLINED = {"message": "card declined for ord-47", "application_failure_info": {"type": "CardDeclined"}}
@@ -123,3 +128,40 @@ def test_a_missing_page_is_a_styled_404_with_the_way_back(
     expect(page.get_by_role("heading", level=1)).to_have_text("Nothing here")
     page.get_by_role("link", name=f"Workflows in {browser_tenant.namespace}").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("Workflows in")
+
+
+def _checkout_run(tenant: BrowserTenant) -> str:
+    """Run the replay suite's Checkout workflow on a real SDK worker; its workflow id.
+
+    In a thread of its own: Playwright's sync API keeps an event loop in the test's thread.
+    """
+
+    async def scenario() -> str:
+        client = await Client.connect(
+            tenant.stack.url, namespace=tenant.namespace, api_key=tenant.tenant.keys["all"]
+        )
+        queue = f"q-{uuid.uuid4().hex[:8]}"
+        async with Worker(client, task_queue=queue, workflows=[Checkout], activities=[reserve, bill]):
+            handle = await client.start_workflow(
+                Checkout.run, "book", id=f"checkout-{uuid.uuid4().hex[:6]}", task_queue=queue
+            )
+            assert await handle.result() == "reserved book, billed book"
+        await client.close()
+        return handle.id
+
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(asyncio.run, scenario()).result()
+
+
+def test_the_downloaded_history_replays_on_the_code_that_wrote_it(
+    open_page: OpenPage, browser_tenant: BrowserTenant, tmp_path: Path
+) -> None:
+    workflow_id = _checkout_run(browser_tenant)
+    page = open_page("viewer")
+    page.goto(browser_tenant.url(f"workflows/{workflow_id}/"))
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download history (JSON)").click()
+    saved = tmp_path / "checkout.json"
+    download.value.save_as(saved)
+    history = WorkflowHistory.from_json(saved.read_text())
+    assert Replayer(workflows=[Checkout]).replay_workflow(history).replay_failure is None
