@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from sdk._runtime.replayer import Replayer
+from sdk.worker._shared_state import SharedStateManager
 from sdk.worker._worker import Worker
 from sdk.worker.workflow_sandbox import SandboxedWorkflowRunner, UnsandboxedWorkflowRunner, WorkflowRunner
 
-__all__ = ["Replayer", "SandboxedWorkflowRunner", "UnsandboxedWorkflowRunner", "Worker", "WorkflowRunner"]
+__all__ = [
+    "Replayer",
+    "SandboxedWorkflowRunner",
+    "SharedStateManager",
+    "UnsandboxedWorkflowRunner",
+    "Worker",
+    "WorkflowRunner",
+]

@@ -20,6 +20,7 @@ from sdk._http import NotFoundError
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter, parameter_hints
 from sdk.exceptions import ApplicationError, ApplicationErrorCategory, CancelledError
+from sdk.worker._shared_state import SharedStateManager, run_in_process
 
 log = logging.getLogger("sdk.worker.activity")
 
@@ -72,8 +73,20 @@ class ActivityRunner:
     """Runs activity tasks for one worker, bounded by its activity slots."""
 
     def __init__(
-        self, worker: Any, activities: Sequence[Any], executor: concurrent.futures.Executor | None
+        self,
+        worker: Any,
+        activities: Sequence[Any],
+        executor: concurrent.futures.Executor | None,
+        shared_state: SharedStateManager | None = None,
     ) -> None:
+        if executor is not None and not isinstance(executor, concurrent.futures.ThreadPoolExecutor):
+            if shared_state is None:
+                raise ValueError(
+                    "a shared_state_manager is needed with an executor that is not a thread pool"
+                )
+        else:
+            shared_state = None  # threads share the worker's memory
+        self.shared_state = shared_state
         self.worker = worker
         self.definitions = {d.name: d for d in (activity.definition_of(fn) for fn in activities)}
         needs_executor = any(not d.is_async for d in self.definitions.values())
@@ -174,6 +187,9 @@ class ActivityRunner:
         try:
             if definition.is_async:
                 return await definition.fn(*args)
+            assert self.executor is not None
+            if self.shared_state is not None:
+                return await run_in_process(self.executor, self.shared_state, definition.fn, args, context)
             snapshot = contextvars.copy_context()
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self.executor, lambda: snapshot.run(definition.fn, *args))

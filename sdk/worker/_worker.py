@@ -20,6 +20,7 @@ from sdk.client import Client
 from sdk.exceptions import RPCError
 from sdk.worker._activities import REPORT_BACKOFF_MAX, ActivityRunner
 from sdk.worker._reports import ReportBatcher
+from sdk.worker._shared_state import SharedStateManager
 from sdk.worker._workflows import WorkflowRunner as WorkflowTaskRunner
 from sdk.worker.workflow_sandbox import UnsandboxedWorkflowRunner, WorkflowRunner
 
@@ -41,7 +42,7 @@ TEMPORAL_WORKER_OPTIONS = frozenset(
         "disable_safe_workflow_eviction", "graceful_shutdown_timeout", "interceptors",
         "max_activities_per_second", "max_concurrent_local_activities",
         "max_task_queue_activities_per_second", "no_remote_activities", "on_fatal_error",
-        "plugins", "shared_state_manager", "tuner", "workflow_task_executor",
+        "plugins", "tuner", "workflow_task_executor",
         "workflow_task_poller_behavior",
     }
 )  # fmt: skip
@@ -82,6 +83,7 @@ class Worker:
         shutdown_report_grace: timedelta = SHUTDOWN_REPORT_GRACE,
         workflow_failure_exception_types: Sequence[type[BaseException]] = (),
         determinism_guard: bool = True,
+        shared_state_manager: SharedStateManager | None = None,
         workflow_runner: WorkflowRunner | None = None,
         unsandboxed_workflow_runner: WorkflowRunner | None = None,
         **_temporal_options: Any,
@@ -126,7 +128,9 @@ class Worker:
         self.workflow_failure_exception_types = tuple(workflow_failure_exception_types)
         self.determinism_guard = determinism_guard
         self.workflow_runner_option = workflow_runner or UnsandboxedWorkflowRunner()
-        self.activities = ActivityRunner(self, activities, activity_executor) if activities else None
+        self.activities = (
+            ActivityRunner(self, activities, activity_executor, shared_state_manager) if activities else None
+        )
         self.workflow_runner = WorkflowTaskRunner(self, workflows) if workflows else None
         self._stopping = asyncio.Event()
         self._pollers: list[asyncio.Task[None]] = []

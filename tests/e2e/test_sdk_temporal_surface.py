@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import multiprocessing
+import os
 import time
 import uuid
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +29,7 @@ from sdk.exceptions import (
     RPCError,
     WorkflowFailureError,
 )
-from sdk.worker import Worker
+from sdk.worker import SharedStateManager, Worker
 from tests.conftest import Api, Stack, Tenant, wait_until
 
 STEP = timedelta(seconds=10)
@@ -327,6 +329,62 @@ def test_an_activity_returning_after_a_waited_cancel_completes_the_run(
     assert result == "returned finished anyway"
     events = api.event_types(wid)
     assert events[-1] == "WorkflowExecutionCompleted" and "ActivityTaskCompleted" in events
+
+
+# -- a sync activity in a process pool, its heartbeats and cancel flag shared through a manager ------
+
+
+@activity.defn
+def crunch_elsewhere(seconds: float) -> int:
+    """Outlives its 1 s heartbeat timeout, so it only completes if its heartbeats get through."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        activity.heartbeat("crunching")
+        time.sleep(0.2)
+    return os.getpid()
+
+
+@workflow.defn
+class Crunch:
+    @workflow.run
+    async def run(self) -> int:
+        return await workflow.execute_activity(
+            crunch_elsewhere,
+            2.5,
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=1),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+def test_a_sync_activity_runs_in_a_process_pool_with_shared_state(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
+    async def body(client: Client) -> Any:
+        return await client.execute_workflow(Crunch.run, id=_wid(), task_queue=queue)
+
+    with multiprocessing.Manager() as manager, ProcessPoolExecutor(2) as pool:
+        shared = SharedStateManager.create_from_multiprocessing(manager)
+        pid = asyncio.run(
+            _with_worker(
+                stack,
+                tenant,
+                queue,
+                body,
+                workflows=[Crunch],
+                activities=[crunch_elsewhere],
+                activity_executor=pool,
+                shared_state_manager=shared,
+            )
+        )
+    assert isinstance(pid, int) and pid != os.getpid()
+    with pytest.raises(ValueError, match="shared_state_manager"):
+        Worker(
+            asyncio.run(_client(stack, tenant)),
+            task_queue=queue,
+            activities=[crunch_elsewhere],
+            activity_executor=ProcessPoolExecutor(1),
+        )
 
 
 # -- async completion, dynamic workflows, the guard and failure types on a real worker --------------
