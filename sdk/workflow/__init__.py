@@ -28,6 +28,7 @@ from sdk.workflow._activities import (
 )
 from sdk.workflow._context import (
     LoggerAdapter,
+    as_completed,
     deprecate_patch,
     get_last_completion_result,
     get_last_failure,
@@ -36,6 +37,7 @@ from sdk.workflow._context import (
     info,
     logger,
     memo,
+    memo_value,
     now,
     patched,
     payload_converter,
@@ -97,6 +99,7 @@ __all__ = [
     "ParentInfo",
     "ReadOnlyContextError",
     "all_handlers_finished",
+    "as_completed",
     "continue_as_new",
     "defn",
     "deprecate_patch",
@@ -121,6 +124,7 @@ __all__ = [
     "init",
     "logger",
     "memo",
+    "memo_value",
     "now",
     "patched",
     "payload_converter",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid as _uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -102,6 +102,41 @@ def upsert_search_attributes(attributes: SearchAttributesInput) -> None:
 
 def memo() -> dict[str, Any]:
     return dict(_Runtime.current().workflow_info().memo)
+
+
+_NO_DEFAULT: Any = object()
+
+
+def memo_value(key: str, default: Any = _NO_DEFAULT, *, type_hint: Any = None) -> Any:
+    """One memo value, decoded (as ``type_hint`` when given); KeyError without a default."""
+    runtime = _Runtime.current()
+    payload = runtime.workflow_info().memo.get(key)
+    if payload is None:
+        if default is _NO_DEFAULT:
+            raise KeyError(f"memo has no key {key!r}")
+        return default
+    return runtime.workflow_data_converter().from_payload(payload, type_hint)
+
+
+def as_completed(
+    fs: Iterable[Awaitable[T]], *, timeout: timedelta | float | None = None
+) -> Iterator[Awaitable[T]]:
+    """``asyncio.as_completed`` with a deterministic order: of several that finish in the same
+    pass of the loop, the one given first comes first."""
+    pending = [asyncio.ensure_future(f) for f in fs]
+    ready: list[asyncio.Future[T]] = []
+
+    async def next_done() -> T:
+        nonlocal pending
+        if not ready:
+            done, pending = await wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                raise TimeoutError()
+            ready.extend(done)
+        return await ready.pop(0)
+
+    for _ in range(len(pending)):
+        yield next_done()
 
 
 def has_last_completion_result() -> bool:

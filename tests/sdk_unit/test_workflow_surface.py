@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random as stdlib_random
 import time
@@ -277,3 +278,36 @@ def test_defn_refuses_a_second_decoration_and_name_with_dynamic() -> None:
         workflow.defn(Logs)
     with pytest.raises(ValueError, match="both a name and dynamic"):
         workflow.defn(name="X", dynamic=True)(type("X", (), {"run": workflow.run(Logs.run)}))
+
+
+@workflow.defn(name="Completes")
+class Completes:
+    @workflow.run
+    async def run(self) -> list[Any]:
+        async def after(seconds: float, label: str) -> str:
+            await workflow.sleep(seconds)
+            return label
+
+        order = [await f for f in workflow.as_completed([after(2, "slow"), after(1, "b"), after(1, "a")])]
+        return [order, workflow.memo_value("owner"), workflow.memo_value("missing", "none")]
+
+
+def test_as_completed_is_deterministic_and_memo_value_decodes() -> None:
+    history = HistoryBuilder("Completes")
+    history.events[0]["attributes"]["memo"] = {"owner": payload("billing")}
+    history.task()
+    instance = new_instance(Completes)
+    instance.info = dataclasses.replace(instance.info, memo={"owner": payload("billing")})
+    assert command_types(instance.activate(history.events).commands) == ["StartTimer"] * 3
+    first_new = len(history.events)
+    wtc = history.completed()
+    timers = [history.timer(str(n), s, wtc) for n, s in ((1, 2.0), (2, 1.0), (3, 1.0))]
+    history.add("TimerFired", timer_id="2", started_event_id=timers[1])
+    history.add("TimerFired", timer_id="3", started_event_id=timers[2])
+    history.task(advance=1)
+    assert command_types(instance.activate(history.events[first_new:]).commands) == []
+    first_new = len(history.events)
+    history.completed()
+    history.add("TimerFired", timer_id="1", started_event_id=timers[0])
+    history.task(advance=1)
+    assert _completed_with(instance, _Tail(history, first_new)) == [["b", "a", "slow"], "billing", "none"]
