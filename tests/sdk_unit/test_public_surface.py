@@ -88,3 +88,18 @@ def test_the_sdk_imports_without_django_or_server_code() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok")
+
+
+def test_every_sdk_package_is_in_the_distribution() -> None:
+    """``pip install ./sdk`` ships the packages sdk/pyproject.toml lists: each one must be there."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((REPO / "sdk" / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "sdk").rglob("__init__.py")
+        if "build" not in init.parts
+    }
+    assert found == listed
