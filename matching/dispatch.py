@@ -11,7 +11,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from chronicle.errors import ChronicleError
@@ -54,7 +54,7 @@ def _take_next(namespace: Namespace, task_queue: str, kind: str, build_id: str) 
     Only rows of the poller's build (``''`` for unversioned pollers) are candidates;
     ``build_id`` is an equality column of the dispatch index, so the scan stays ordered.
     """
-    with connection.cursor() as cursor:
+    with store.bound_cursor() as cursor:
         cursor.execute(_CLAIM_SQL, [namespace.id, task_queue, kind, build_id, timezone.now()])
         row = cursor.fetchone()
     return store.load(Task, row)[0] if row is not None else None

@@ -6,11 +6,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
-
 from chronicle.errors import invalid
 from history.cron import CronError, validate_cron
-from history.kernel import children
+from history.kernel import children, store
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import (
     save_activity_fields,
@@ -118,7 +116,7 @@ def _pending_activities(m: ExecutionMutation, activity_id: str) -> tuple[int, in
     """How many of the run's pending activities have ``activity_id``, and how many there are,
     counting those scheduled earlier in this same completion (inserted with its write).
     One fixed statement: every scheduled activity pays for it."""
-    with connection.cursor() as cursor:
+    with store.bound_cursor() as cursor:
         cursor.execute(_PENDING_ACTIVITIES_SQL, [activity_id, m.execution.run_id])
         same_id, total = cursor.fetchone()
     new = m.new_activities

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import uuid
 
-from django.db import connection
-
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel import store
 from history.models import (
@@ -42,7 +40,7 @@ def lock_execution(
         sql, last = _LOCK_GIVEN_RUN_SQL, run_uuid
     else:
         sql, last = _LOCK_CURRENT_RUN_SQL, ExecutionStatus.RUNNING.value
-    with connection.cursor() as cursor:
+    with store.bound_cursor() as cursor:
         cursor.execute(sql, [namespace.pk, workflow_id, last])
         row = cursor.fetchone()
     if row is None:
@@ -76,7 +74,7 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
         run_uuid = uuid.UUID(str(run_id))
     except ValueError:
         raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found") from None
-    with connection.cursor() as cursor:
+    with store.bound_cursor() as cursor:
         cursor.execute(_LOCK_RUN_SQL, [run_uuid])
         row = cursor.fetchone()
     if row is None:

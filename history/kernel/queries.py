@@ -12,12 +12,12 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode, invalid
-from history.kernel import tokens
+from history.kernel import store, tokens
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.locks import may_have_buffered_queries
 from history.kernel.wakeups import HISTORY_CHANNEL, notify
@@ -101,7 +101,7 @@ def buffered_queries(ex: WorkflowExecution) -> dict[str, dict[str, Any]]:
     """
     if not may_have_buffered_queries(ex):
         return {}
-    with connection.cursor() as cursor:
+    with store.bound_cursor() as cursor:
         cursor.execute(_BUFFERED, [ex.run_id, str(QueryState.PENDING)])
         rows = cursor.fetchall()
     return {str(qid): {"query_type": kind, "query_args": json.loads(args)} for qid, kind, args in rows}

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-
-from history.kernel import tokens
+from history.kernel import store, tokens
 from history.kernel._mutation import continue_as_new_suggestion
 from history.kernel.versioning import wire_build_id
 from history.models import HistoryEvent, WorkflowExecution
@@ -70,7 +68,7 @@ def _history_for(ex: WorkflowExecution, *, after: int) -> list[dict[str, Any]]:
     builds this, and a model instance per event, or the ORM compiling the query each
     time, cost more than reading them. (``attributes`` comes as JSON text, as Django reads
     a ``jsonb`` column.)"""
-    with connection.cursor() as cursor:
+    with store.bound_cursor() as cursor:
         cursor.execute(_EVENTS_AFTER, [ex.run_id, after])
         rows = cursor.fetchall()
     return [event_dict(event_id, kind, time, json.loads(attrs)) for event_id, kind, time, attrs in rows]

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history.faults import crash_point
+from history.kernel import store
 from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
 from history.kernel.archival import archive_run
@@ -54,7 +55,7 @@ def check_fences(fences: Sequence[ShardFence]) -> None:
 
     One statement for every shard of a firing batch; raises for the first shard lost.
     """
-    with connection.cursor() as cursor:
+    with store.bound_cursor() as cursor:
         cursor.execute(
             "SELECT shard_id, range_id FROM history_shard "
             "WHERE shard_id = ANY(%s) ORDER BY shard_id FOR SHARE",

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from executions import selectors
@@ -26,12 +25,21 @@ pytestmark = pytest.mark.django_db
 
 
 def captured_sql(action: Callable[[], Any], marker: str) -> str:
-    """Run ``action`` and return the one query it issued whose SQL contains ``marker``."""
-    with CaptureQueriesContext(connection) as captured:
+    """Run ``action`` and return the one query it issued whose SQL contains ``marker``, its
+    parameters written in (the kernel binds them apart from the text, so what Django logs
+    holds ``$1`` placeholders, which ``EXPLAIN`` cannot take)."""
+    issued: list[tuple[str, Any]] = []
+
+    def record(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        issued.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
         action()
-    matching = [q["sql"] for q in captured.captured_queries if marker in q["sql"]]
-    assert len(matching) == 1, [q["sql"] for q in captured.captured_queries]
-    return matching[0]
+    matching = [(sql, params) for sql, params in issued if marker in sql]
+    assert len(matching) == 1, [sql for sql, _ in issued]
+    sql, params = matching[0]
+    return connection.ops.compose_sql(sql, params)  # type: ignore[attr-defined]
 
 
 def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
