@@ -11,7 +11,7 @@ history is.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from django.db.models.fields.json import KT
 from django.http import QueryDict
 
 from executions import selectors
-from executions.ui import panels, run_card, words
+from executions.ui import history_groups, panels, run_card, words
 from history.models import HistoryEvent, WorkflowExecution
 from history.vocabulary import EventType
 
@@ -71,6 +71,7 @@ class HistoryRequest:
     category: str
     newest_first: bool
     cursor: int  # oldest first: events after it; newest first: events before it (0: the end)
+    grouped: bool = False  # an activity, timer or child as one line (``history_groups``)
 
     @classmethod
     def of(cls, params: QueryDict) -> HistoryRequest:
@@ -80,18 +81,20 @@ class HistoryRequest:
             cursor = max(0, int(params.get("before" if newest_first else "after", "0")))
         except ValueError:
             cursor = 0
-        return cls(wanted if wanted in CATEGORIES else "", newest_first, cursor)
+        grouped = params.get("group") == "1"
+        return cls(wanted if wanted in CATEGORIES else "", newest_first, cursor, grouped)
 
     @property
     def default(self) -> bool:
         """The plain oldest-first view of every event, where live mode appends new events."""
-        return not self.category and not self.newest_first
+        return not self.category and not self.newest_first and not self.grouped
 
     def params(self, **changes: str | int) -> str:
         """The query string of this view (with ``changes``), for links and the next page."""
         values: dict[str, str | int] = {
             "category": self.category,
             "order": "newest" if self.newest_first else "",
+            "group": "1" if self.grouped else "",
         }
         values.update(changes)
         query = QueryDict(mutable=True)
@@ -106,6 +109,8 @@ def page(ex: WorkflowExecution, wanted: HistoryRequest) -> tuple[list[dict[str, 
     rows = HistoryEvent.objects.filter(run=ex)
     if wanted.category:
         rows = rows.filter(event_type__in=TYPES_BY_CATEGORY[wanted.category])
+    if wanted.grouped:
+        rows = rows.exclude(event_type__in=history_groups.FOLDED_TYPES)
     if wanted.newest_first:
         rows = rows.filter(event_id__lt=wanted.cursor) if wanted.cursor else rows
         rows = rows.order_by("-event_id")
@@ -115,6 +120,8 @@ def page(ex: WorkflowExecution, wanted: HistoryRequest) -> tuple[list[dict[str, 
     more = len(events) > PAGE_SIZE
     events = events[:PAGE_SIZE]
     lines = with_summaries(ex, [_event(e) for e in events])
+    if wanted.grouped:
+        lines = history_groups.group_lines(ex, lines)
     if not more:
         return lines, ""
     last = events[-1]["event_id"]
@@ -236,7 +243,8 @@ def _child(a: dict[str, Any]) -> str:
     return str(execution.get("workflow_id") or a.get("workflow_id") or "")
 
 
-SUMMARIES: dict[str, Any] = {
+Summarise = Callable[[dict[str, Any]], tuple[str, ...]]
+SUMMARIES: dict[str, Summarise] = {
     EventType.WORKFLOW_EXECUTION_STARTED: lambda a: (
         f"{_name(a.get('workflow_type'))} on {_name(a.get('task_queue'))}",
         f"input {short(a.get('input'))}" if a.get("input") else "",

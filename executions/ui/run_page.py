@@ -132,7 +132,12 @@ def _history_controls(
             for key, label in history_view.CATEGORIES.items()
         ],
         "all_params": wanted.params(category=""),
-        "flip_params": history_view.HistoryRequest(wanted.category, not wanted.newest_first, 0).params(),
+        "flip_params": history_view.HistoryRequest(
+            wanted.category, not wanted.newest_first, 0, wanted.grouped
+        ).params(),
+        "group_params": history_view.HistoryRequest(
+            wanted.category, wanted.newest_first, 0, not wanted.grouped
+        ).params(),
         "next_params": next_page,
         "first_id": min(ids, default=1),
         "last_id": max(ids, default=0) if wanted.default else ex.next_event_id - 1,

@@ -105,7 +105,9 @@ def test_the_compact_history_filters_and_downloads_a_replayable_history(
     failed_line.locator("summary").click()
     expect(failed_line.locator("pre")).to_contain_text('"CardDeclined"')
 
-    page.get_by_role("navigation", name="Event categories").get_by_role("link", name="Activities").click()
+    page.get_by_role("navigation", name="Event categories").get_by_role(
+        "link", name="Activities", exact=True
+    ).click()
     expect(page.locator("#event-rows tr")).to_have_count(3)  # scheduled, started, failed
     expect(page.locator("#event-1")).to_have_count(0)
 

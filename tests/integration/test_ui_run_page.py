@@ -11,7 +11,8 @@ import pytest
 from django.test import Client
 
 from history import kernel
-from history.models import WorkflowExecution
+from history.kernel.timers import ShardFence, fire_timers
+from history.models import Shard, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import MemberRole, Namespace
 from sdk._runtime.replayer import WorkflowHistory
@@ -218,3 +219,26 @@ def test_triage_groups_activity_failures_by_their_root_cause_and_links_their_run
     assert link is not None
     listed = viewer.get(link.group(1).replace("&amp;", "&")).content.decode()
     assert set(re.findall(r"/workflows/([^/]+)/runs/", listed)) == runs
+
+
+def test_grouped_history_shows_an_activity_as_one_line_with_its_outcome() -> None:
+    namespace = NamespaceFactory(name="shop")
+    run = failed_by_activity(namespace)
+    body = viewer_of(namespace).get(page_of(run, "?group=1")).content.decode()
+    line = body[body.index('id="event-5"') :].split("</tr>")[0]
+    assert "<strong>Activity Charge (a1)</strong>" in line and "events 5, 6, 7" in line
+    assert "failed on attempt 1: card declined for ord-47" in line
+    assert 'id="event-6"' not in body and 'id="event-7"' not in body and 'id="event-8"' in body
+    assert "Every event" in body  # the way back to one line per event
+
+
+def test_grouped_history_tells_a_fired_timer_by_its_duration() -> None:
+    namespace = NamespaceFactory(name="shop")
+    run = ExecutionFactory(namespace=namespace)
+    timer = {"timer_id": "t1", "start_to_fire_timeout": 300}
+    complete_task(run, {"command_type": "StartTimer", "attributes": timer})
+    Shard.objects.update_or_create(shard_id=run.shard_id, defaults={"range_id": 1})
+    due = TimerTask.objects.get(run_id=run.run_id, kind=TimerKind.USER_TIMER)
+    assert fire_timers(ShardFence(run.shard_id, 1), [(due.id, str(run.run_id))]) == 1
+    body = viewer_of(namespace).get(page_of(run, "?group=1&category=timer")).content.decode()
+    assert "<strong>Timer t1</strong>" in body and "fired after 5 minutes" in body
