@@ -81,7 +81,10 @@ class Collector:
         await workflow.wait_condition(lambda: bool(self.items))
         if not _slow_close.is_set():
             _slow_close.set()
-            time.sleep(1.5)  # hold the closing task open while the test signals again
+            # Hold the closing task open while the test signals again: a deliberate blocking
+            # call, which the determinism guard refuses in workflow code unless lifted.
+            with workflow.unsafe.sandbox_unrestricted():
+                time.sleep(1.5)
         workflow.continue_as_new(list(self.items))
 
 
