@@ -62,14 +62,17 @@ def _known_query_names(access: Access, ex: WorkflowExecution) -> list[str]:
     return sorted(str(n) for n in names if n)
 
 
-SIGNAL_SOURCE_RUNS = 50
+SIGNAL_SOURCE_RUNS = 20
 
 
 def known_signal_names(access: Access, ex: WorkflowExecution) -> list[str]:
-    """Signal names the workflow type's newest runs received, to suggest in the signal form
-    (workers do not report their handlers); reads the signals of ``SIGNAL_SOURCE_RUNS`` runs."""
+    """Signal names the workflow type's newest signalled runs received, to suggest in the
+    signal form (workers do not report their handlers). Only ``SIGNAL_SOURCE_RUNS`` runs that
+    received a signal (``signal_count``) are read, so a type with long histories stays cheap."""
     recent = (
-        WorkflowExecution.objects.filter(namespace=access.namespace, workflow_type=ex.workflow_type)
+        WorkflowExecution.objects.filter(
+            namespace=access.namespace, workflow_type=ex.workflow_type, signal_count__gt=0
+        )
         .order_by("-start_time")
         .values("run_id")[:SIGNAL_SOURCE_RUNS]
     )

@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from executions.ui.words import compact_duration
 from history.models import HistoryEvent, WorkflowExecution, time_from_epoch
 from history.vocabulary import CLOSE_EVENTS
 
@@ -139,7 +140,7 @@ class IdleFold:
 
     @property
     def words(self) -> str:
-        return f"{_duration(self.seconds)} with no events after event {self.after_event_id}"
+        return f"{compact_duration(self.seconds)} with no events after event {self.after_event_id}"
 
 
 @dataclass
@@ -458,18 +459,6 @@ class _Anchors:
         return f"?after={after}#event-{event_id}"
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
 def _bar(span: Span, scale: _Scale, anchors: _Anchors, now: datetime) -> dict[str, Any]:
     end = span.end or now
     left, width = scale.place(span.start, end)
@@ -481,7 +470,8 @@ def _bar(span: Span, scale: _Scale, anchors: _Anchors, now: datetime) -> dict[st
         attempts = f", attempt {span.attempt}{limit}"
     ids = ", ".join(str(i) for i in span.event_ids)
     details = "; ".join(span.notes)
-    label = f"{span.name}: {words}{attempts}, {_duration((end - span.start).total_seconds())} (events {ids})"
+    took = compact_duration((end - span.start).total_seconds())
+    label = f"{span.name}: {words}{attempts}, {took} (events {ids})"
     return {
         "left": left,
         "width": width,
@@ -526,7 +516,7 @@ def _pending_summary(pending: list[dict[str, Any]]) -> list[str]:
 
 def _ticks(scale: _Scale) -> list[dict[str, str]]:
     return [
-        {"left": f"{at:.0f}", "text": "0" if at == 0 else "+" + _duration(scale.seconds_at(at))}
+        {"left": f"{at:.0f}", "text": "0" if at == 0 else "+" + compact_duration(scale.seconds_at(at))}
         for at in (0.0, 25.0, 50.0, 75.0, 100.0)
     ]
 
@@ -535,7 +525,7 @@ def _placed_folds(folds: list[IdleFold], scale: _Scale) -> list[dict[str, str]]:
     placed = []
     for fold in folds:
         left = scale.left(fold.start)
-        text = f"{_duration(fold.seconds)} idle"
+        text = f"{compact_duration(fold.seconds)} idle"
         placed.append(
             {"left": f"{left:.3f}", "width": f"{FOLDED_WIDTH_PERCENT:.3f}", "text": text, "words": fold.words}
         )

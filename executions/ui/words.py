@@ -53,6 +53,20 @@ def duration_words(seconds: float | timedelta) -> str:
     return duration_in_words(round(total / step) * step)
 
 
+def compact_duration(seconds: float) -> str:
+    """A duration in one unit with a decimal ("941 ms", "12.5 s", "1.5 min", "30.0 d"):
+    for the timeline's axis, bars and folded gaps, where width is short."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
 def short_duration(seconds: float) -> str:
     """A duration in one short unit ("3 min", "2 h"): for ages and tight table cells."""
     whole = round(abs(seconds))
