@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from itertools import pairwise
 from typing import Any
 
-from django.db.models.fields.json import KT
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from executions.ui.timeline_events import read_events
+from executions.ui.timeline_scale import Scale, idle_folds, placed_folds, ticks
 from executions.ui.words import compact_duration
-from history.models import HistoryEvent, WorkflowExecution, time_from_epoch
+from history.models import WorkflowExecution
 from history.vocabulary import CLOSE_EVENTS
 
 # Outcomes double as CSS class suffixes (``tl-completed`` ...) and as the words the
@@ -55,38 +55,8 @@ CLOSE_OUTCOMES = {
     "Terminated": TERMINATED,
     "ContinuedAsNew": COMPLETED,
 }
-# A bar never gets narrower than this share of the track, so an instant stays visible.
-MIN_WIDTH_PERCENT = 0.4
 # Lanes for activities, timers and children drawn at most; see _worth_drawing.
 MAX_SPAN_LANES = 200
-# An idle stretch (no events) longer than this share of the run, and than FOLD_MIN_SECONDS,
-# is folded to FOLDED_WIDTH_PERCENT of the track: a run that works for seconds, waits 30
-# days and works again shows both bursts of work, not two slivers at the edges.
-FOLD_SHARE = 0.2
-FOLD_MIN_SECONDS = 60.0
-FOLDED_WIDTH_PERCENT = 3.0
-
-# (column name, attribute path) read for every event besides id, type and time.
-LINK_ATTRIBUTES = (
-    ("scheduled", "attributes__scheduled_event_id"),
-    ("started", "attributes__started_event_id"),
-    ("initiated", "attributes__initiated_event_id"),
-    ("activity_id", "attributes__activity_id"),
-    ("activity_type", "attributes__activity_type__name"),
-    ("max_attempts", "attributes__retry_policy__maximum_attempts"),
-    ("attempt", "attributes__attempt"),
-    ("last_failure", "attributes__last_failure__message"),
-    ("failure", "attributes__failure__message"),
-    ("timeout_type", "attributes__timeout_type"),
-    ("cause", "attributes__cause"),
-    ("timer_id", "attributes__timer_id"),
-    ("signal_name", "attributes__signal_name"),
-    ("marker_name", "attributes__marker_name"),
-    ("child_id", "attributes__workflow_id"),
-    ("child_run", "attributes__workflow_execution__run_id"),
-    ("workflow_type", "attributes__workflow_type__name"),
-)
-COLUMNS = ("event_id", "event_type", "event_time", *(name for name, _ in LINK_ATTRIBUTES))
 
 
 @dataclass
@@ -124,23 +94,6 @@ class Lane:
     points: list[dict[str, Any]] = field(default_factory=list)
     link: str = ""
     attempt: int = 1
-
-
-@dataclass(frozen=True)
-class IdleFold:
-    """A stretch with no events, drawn narrow; ``after_event_id`` is the event before it."""
-
-    start: datetime
-    end: datetime
-    after_event_id: int
-
-    @property
-    def seconds(self) -> float:
-        return (self.end - self.start).total_seconds()
-
-    @property
-    def words(self) -> str:
-        return f"{compact_duration(self.seconds)} with no events after event {self.after_event_id}"
 
 
 @dataclass
@@ -193,21 +146,6 @@ def _lane_html(lane: Lane) -> str:
         f'<li class="tl-lane tl-kind-{lane.kind}"><span class="tl-title">{title}</span>'
         f'<span class="tl-track">{"".join(marks)}</span></li>'
     )
-
-
-def _read_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
-    """The one query: each event's id, type, time and link attributes (as text)."""
-    annotations = {name: KT(path) for name, path in LINK_ATTRIBUTES}
-    rows = (
-        HistoryEvent.objects.filter(run=ex)
-        .annotate(epoch=HistoryEvent.epoch_time(), **annotations)
-        .order_by("event_id")
-        .values_list(*(column if column != "event_time" else "epoch" for column in COLUMNS))
-    )
-    events = [dict(zip(COLUMNS, row, strict=True)) for row in rows]
-    for event in events:
-        event["event_time"] = time_from_epoch(event["event_time"])
-    return events
 
 
 def _int(text: str | None) -> int:
@@ -387,65 +325,6 @@ def _apply_pending(span: Span, row: dict[str, Any]) -> None:
         span.notes.append("attempt started")
 
 
-def idle_folds(events: list[dict[str, Any]], end: datetime) -> list[IdleFold]:
-    """The idle stretches worth folding: gaps between events (or from the last event to
-    ``end``) longer than ``FOLD_SHARE`` of the run and than ``FOLD_MIN_SECONDS``."""
-    if not events:
-        return []
-    start = events[0]["event_time"]
-    total = (end - start).total_seconds()
-    threshold = max(FOLD_MIN_SECONDS, FOLD_SHARE * total)
-    folds = []
-    moments = [(e["event_time"], e["event_id"]) for e in events] + [(end, 0)]
-    for (before, event_id), (after, _) in pairwise(moments):
-        if (after - before).total_seconds() > threshold:
-            folds.append(IdleFold(before, after, event_id))
-    return folds
-
-
-class _Scale:
-    """Maps times onto the track as percentages, piecewise: idle folds get a fixed narrow
-    width and the rest of the track is shared by the busy time in proportion."""
-
-    def __init__(self, start: datetime, end: datetime, folds: list[IdleFold] | None = None) -> None:
-        self.start, self.end = start, end
-        self.total = max((end - start).total_seconds(), 0.001)
-        folds = folds or []
-        busy = max(self.total - sum(f.seconds for f in folds), 0.001)
-        busy_width = 100.0 - FOLDED_WIDTH_PERCENT * len(folds)
-        # (offset in seconds, seconds, x at its start, width), in time order.
-        self.segments: list[tuple[float, float, float, float]] = []
-        offset, x = 0.0, 0.0
-        for fold in folds:
-            worked = max(0.0, (fold.start - start).total_seconds() - offset)
-            self.segments.append((offset, worked, x, worked / busy * busy_width))
-            offset, x = offset + worked, x + worked / busy * busy_width
-            self.segments.append((offset, fold.seconds, x, FOLDED_WIDTH_PERCENT))
-            offset, x = offset + fold.seconds, x + FOLDED_WIDTH_PERCENT
-        rest = max(0.0, self.total - offset)
-        self.segments.append((offset, rest, x, rest / busy * busy_width))
-
-    def left(self, moment: datetime) -> float:
-        at = (moment - self.start).total_seconds()
-        for offset, seconds, x, width in self.segments:
-            if at <= offset + seconds:
-                share = (at - offset) / seconds if seconds > 0 else 0.0
-                return min(100.0, max(0.0, x + max(0.0, share) * width))
-        return 100.0
-
-    def seconds_at(self, position: float) -> float:
-        """The time (seconds from the start) drawn at ``position`` percent of the track."""
-        for offset, seconds, x, width in self.segments:
-            if position <= x + width:
-                return offset + (seconds * (position - x) / width if width > 0 else 0.0)
-        return self.total
-
-    def place(self, start: datetime, end: datetime) -> tuple[str, str]:
-        left = self.left(start)
-        width = max(MIN_WIDTH_PERCENT, self.left(end) - left)
-        return f"{min(left, 100 - MIN_WIDTH_PERCENT):.3f}", f"{width:.3f}"
-
-
 class _Anchors:
     """Links to an event's row: on this page of the table, or on the page that shows it."""
 
@@ -459,7 +338,7 @@ class _Anchors:
         return f"?after={after}#event-{event_id}"
 
 
-def _bar(span: Span, scale: _Scale, anchors: _Anchors, now: datetime) -> dict[str, Any]:
+def _bar(span: Span, scale: Scale, anchors: _Anchors, now: datetime) -> dict[str, Any]:
     end = span.end or now
     left, width = scale.place(span.start, end)
     outcome = span.outcome
@@ -483,7 +362,7 @@ def _bar(span: Span, scale: _Scale, anchors: _Anchors, now: datetime) -> dict[st
     }
 
 
-def _point(p: Point, scale: _Scale, anchors: _Anchors) -> dict[str, Any]:
+def _point(p: Point, scale: Scale, anchors: _Anchors) -> dict[str, Any]:
     when = p.time.strftime("%H:%M:%S.%f")[:-3]
     return {
         "left": f"{scale.left(p.time):.3f}",
@@ -492,7 +371,7 @@ def _point(p: Point, scale: _Scale, anchors: _Anchors) -> dict[str, Any]:
     }
 
 
-def _span_lane(span: Span, scale: _Scale, anchors: _Anchors, now: datetime, namespace: str) -> Lane:
+def _span_lane(span: Span, scale: Scale, anchors: _Anchors, now: datetime, namespace: str) -> Lane:
     titles = {"activity": "Activity", "timer": "Timer", "child": "Child"}
     lane = Lane(span.kind, span.name, titles.get(span.kind, ""), [_bar(span, scale, anchors, now)])
     lane.attempt = span.attempt if span.kind == "activity" else 1
@@ -514,24 +393,6 @@ def _pending_summary(pending: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _ticks(scale: _Scale) -> list[dict[str, str]]:
-    return [
-        {"left": f"{at:.0f}", "text": "0" if at == 0 else "+" + compact_duration(scale.seconds_at(at))}
-        for at in (0.0, 25.0, 50.0, 75.0, 100.0)
-    ]
-
-
-def _placed_folds(folds: list[IdleFold], scale: _Scale) -> list[dict[str, str]]:
-    placed = []
-    for fold in folds:
-        left = scale.left(fold.start)
-        text = f"{compact_duration(fold.seconds)} idle"
-        placed.append(
-            {"left": f"{left:.3f}", "width": f"{FOLDED_WIDTH_PERCENT:.3f}", "text": text, "words": fold.words}
-        )
-    return placed
-
-
 def shown(events: list[dict[str, Any]]) -> tuple[int, int]:
     """The (first, last) event id of a page of the event table ((1, 0) for an empty page)."""
     return (events[0]["event_id"], events[-1]["event_id"]) if events else (1, 0)
@@ -550,7 +411,7 @@ def build(
     ``pending_activities`` is ``execution_describe``'s list, so the page reads the pending
     rows once for both the table and the timeline.
     """
-    events = _read_events(ex)
+    events = read_events(ex)
     builder = _Builder(ex, {row["scheduled_event_id"]: row for row in pending_activities})
     for event in events:
         builder.feed(event)
@@ -558,7 +419,7 @@ def build(
     start = events[0]["event_time"] if events else ex.start_time
     end = max(now, start + timedelta(milliseconds=1))
     folds = idle_folds(events, end)
-    scale = _Scale(start, end, folds)
+    scale = Scale(start, end, folds)
     anchors = _Anchors(shown[0], shown[1], page_size)
     for (kind, scheduled), span in builder.spans.items():
         if kind == "activity" and span.end is None and scheduled in builder.pending:
@@ -571,16 +432,16 @@ def build(
         lanes=lanes,
         start=start,
         end=now,
-        ticks=_ticks(scale),
+        ticks=ticks(scale),
         event_count=len(events),
         pending_summary=_pending_summary(pending_activities),
         folded_lanes=folded,
-        idle_folds=_placed_folds(folds, scale),
+        idle_folds=placed_folds(folds, scale),
     )
 
 
 def _lanes(
-    builder: _Builder, scale: _Scale, anchors: _Anchors, now: datetime, namespace: str
+    builder: _Builder, scale: Scale, anchors: _Anchors, now: datetime, namespace: str
 ) -> tuple[list[Lane], int]:
     """The lanes to draw, and how many activity, timer and child lanes were folded away."""
     lanes: list[Lane] = []

@@ -22,7 +22,7 @@ from django.test import Client
 from websockets.exceptions import ConnectionClosedOK, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from executions.ui import timeline
+from executions.ui import timeline, timeline_scale
 from history import kernel
 from history.kernel.timers import ShardFence, fire_timers
 from history.kernel.transfers import process_transfer
@@ -232,7 +232,7 @@ def test_a_thirty_day_wait_is_folded_so_the_work_either_side_stays_readable() ->
         r'class="tl-bar tl-completed" href="[^"]*" style="left:([\d.]+)%;width:([\d.]+)%"', body
     )
     (_, first_task_width), (_, timer_width) = task_bars
-    assert float(first_task_width) > 5 and float(timer_width) == timeline.FOLDED_WIDTH_PERCENT
+    assert float(first_task_width) > 5 and float(timer_width) == timeline_scale.FOLDED_WIDTH_PERCENT
 
 
 @in_database

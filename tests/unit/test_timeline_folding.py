@@ -6,16 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from executions.ui.timeline import (
-    COMPLETED,
-    FAILED,
-    FOLDED_WIDTH_PERCENT,
-    MAX_SPAN_LANES,
-    Span,
-    _Scale,
-    _worth_drawing,
-    idle_folds,
-)
+from executions.ui.timeline import COMPLETED, FAILED, MAX_SPAN_LANES, Span, _worth_drawing
+from executions.ui.timeline_scale import FOLDED_WIDTH_PERCENT, Scale, idle_folds
 
 T0 = datetime(2026, 12, 3, tzinfo=UTC)
 
@@ -58,7 +50,7 @@ def test_a_thirty_day_wait_is_folded_and_both_bursts_of_work_share_the_track() -
     assert (fold.after_event_id, fold.seconds) == (3, thirty_days)
     assert fold.words == "30.0 d with no events after event 3"
 
-    scale = _Scale(T0, end, [fold])
+    scale = Scale(T0, end, [fold])
     # Two seconds of work each side: each gets half of what the fold leaves.
     before, after = scale.left(fold.start), scale.left(fold.end)
     assert before == pytest.approx((100 - FOLDED_WIDTH_PERCENT) / 2)
@@ -77,6 +69,6 @@ def test_evenly_spread_events_and_short_gaps_are_not_folded() -> None:
 
 
 def test_without_folds_the_scale_is_linear() -> None:
-    scale = _Scale(T0, T0 + timedelta(seconds=200))
+    scale = Scale(T0, T0 + timedelta(seconds=200))
     assert scale.left(T0 + timedelta(seconds=50)) == pytest.approx(25)
     assert scale.seconds_at(75) == pytest.approx(150)
