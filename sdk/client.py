@@ -309,9 +309,28 @@ class Client:
         return WorkerBuildIdVersionSets.from_wire(data)
 
     def get_workflow_handle(
-        self, workflow_id: str, *, run_id: str | None = None, result_type: Any = None
+        self,
+        workflow_id: str,
+        *,
+        run_id: str | None = None,
+        first_execution_run_id: str | None = None,
+        result_type: Any = None,
     ) -> WorkflowHandle:
+        """A handle on ``workflow_id`` (its latest run, or ``run_id``); ``first_execution_run_id``
+        is accepted for Temporal's signature (the handle follows the run chain it is given)."""
         return WorkflowHandle(self, workflow_id, run_id=run_id, result_run_id=run_id, result_type=result_type)
+
+    def get_workflow_handle_for(
+        self,
+        workflow: Callable[..., Any],
+        workflow_id: str,
+        *,
+        run_id: str | None = None,
+        first_execution_run_id: str | None = None,
+    ) -> WorkflowHandle:
+        """The typed form: ``get_workflow_handle_for(MyWorkflow.run, id)``, its result decoded as
+        the run method declares."""
+        return self.get_workflow_handle(workflow_id, run_id=run_id, result_type=return_hint(workflow))
 
     def list_workflows(
         self,

@@ -142,6 +142,7 @@ def test_list_workflows_maps_histories_and_list_schedules_can_be_awaited(
 
     async def body(client: Client) -> tuple[list[Any], list[Any]]:
         await client.execute_workflow(Secretive.run, "x", id=wid, task_queue=queue)
+        assert await client.get_workflow_handle_for(Secretive.run, wid).result() == "revealed x"
         histories = [h async for h in client.list_workflows(f"WorkflowId = '{wid}'").map_histories()]
         schedules = [s async for s in await client.list_schedules()]
         return histories, schedules
