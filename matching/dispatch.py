@@ -17,7 +17,7 @@ from django.utils import timezone
 from chronicle.errors import ChronicleError
 from history import kernel
 from history.kernel import store
-from history.kernel.locks import lock_run
+from history.kernel.locks import lock_run, lock_runs
 from history.kernel.queries import query_task_token
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id
@@ -48,37 +48,42 @@ class DispatchThrottled(Exception):
         self.wait = wait
 
 
-def _take_next(namespace: Namespace, task_queue: str, kind: str, build_id: str) -> Task | None:
-    """Claim and delete the oldest visible row in one round trip (skipping locked ones).
+def _take_next(namespace: Namespace, task_queue: str, kind: str, build_id: str, count: int = 1) -> list[Task]:
+    """Claim and delete up to ``count`` of the oldest visible rows in one round trip
+    (skipping locked ones), oldest first.
 
     Only rows of the poller's build (``''`` for unversioned pollers) are candidates;
     ``build_id`` is an equality column of the dispatch index, so the scan stays ordered.
     """
     with store.bound_cursor() as cursor:
-        cursor.execute(_CLAIM_SQL, [namespace.id, task_queue, kind, build_id, timezone.now()])
-        row = cursor.fetchone()
-    return store.load(Task, row)[0] if row is not None else None
+        cursor.execute(_CLAIM_SQL, [namespace.id, task_queue, kind, build_id, timezone.now(), count])
+        rows = cursor.fetchall()
+    tasks = [store.load(Task, row)[0] for row in rows]
+    return sorted(tasks, key=lambda task: (task.visible_at, task.id))
 
 
-# One fixed statement, read back without the ORM: every poll runs it.
+# One fixed statement, read back without the ORM: every poll runs it. The ids are picked
+# once, as an array (an InitPlan): with ``id IN (SELECT ... LIMIT n SKIP LOCKED)`` the
+# planner may run the subquery again per row, and each run skips what the last one locked,
+# so the statement deleted more than ``n`` rows.
 _CLAIM_SQL = f"""
-    DELETE FROM {_TASKS} AS t WHERE id = (
+    DELETE FROM {_TASKS} AS t WHERE id = ANY(ARRAY(
         SELECT id FROM {_TASKS}
         WHERE namespace_id = %s AND task_queue = %s AND kind = %s AND build_id = %s
           AND visible_at <= %s
         ORDER BY visible_at, id
-        LIMIT 1
+        LIMIT %s
         FOR UPDATE SKIP LOCKED
-    )
+    ))
     RETURNING {store.select_list(Task, "t")}
 """
 
 
 def _take(namespace: Namespace, task_queue: str, kind: str, build_id: str) -> tuple[Task | None, bool]:
     """The next row for this poller, and whether it came from a sticky queue with no live poller."""
-    task = _take_next(namespace, task_queue, kind, build_id)
-    if task is not None or kind != TaskKind.WORKFLOW:
-        return task, False
+    taken = _take_next(namespace, task_queue, kind, build_id)
+    if taken or kind != TaskKind.WORKFLOW:
+        return (taken[0] if taken else None), False
     task = _take_sticky_fallback(namespace, task_queue, build_id)
     return task, task is not None
 
@@ -205,7 +210,9 @@ def poll_once(
             task, from_sticky = _take(namespace, task_queue, kind, build_id)
             if task is None:
                 return None
-            response = _start(task, identity, sticky_fallback=from_sticky, worker_version=worker_version)
+            response = _start(
+                task, _lock(task), identity, sticky_fallback=from_sticky, worker_version=worker_version
+            )
         if response is not None:
             return response
     return None
@@ -223,11 +230,59 @@ def poll_batch(
     *,
     max_tasks: int = 1,
 ) -> list[dict[str, Any]]:
-    """Hand out the tasks visible now, up to ``max_tasks``: each started in its own
-    transaction, as one poll would, so a worker with free slots takes a burst (a storm of
-    timers firing, a fan-out's results) in one call instead of one call per task. Stops at
-    the first empty claim or the dispatch rate limit (after at least one task, so a
-    throttled batch still answers with what it has)."""
+    """Hand out the tasks visible now, up to ``max_tasks``, so a worker with free slots takes
+    a burst (a storm of timers firing, a fan-out's results) in one call.
+
+    The burst is claimed in one transaction: one statement claims the rows, one locks
+    their runs (in run-id order), then each task is started as one poll would start it;
+    claiming them one transaction each cost three statements and a commit per task. Under a
+    dispatch rate limit, which takes a token per task, tasks are claimed one at a time and
+    the batch ends at the limit (after at least one task, so a throttled batch still
+    answers with what it has).
+    """
+    if max_tasks == 1 or _has_dispatch_limits(namespace, task_queue):
+        return _poll_one_by_one(namespace, task_queue, kind, identity, worker_version, max_tasks)
+    build_id = dispatch_build_id(worker_version)
+    record_poller(namespace, task_queue, kind, identity, build_id)
+    version = worker_version
+    started: list[dict[str, Any]] = []
+    for _ in range(MAX_STALE_PER_POLL):
+        wanted = max_tasks - len(started)
+        with transaction.atomic(durable=True):
+            claimed = _take_burst(namespace, task_queue, kind, build_id, wanted)
+            runs = lock_runs([task.run_id for task, _ in claimed])
+            for task, from_sticky in claimed:
+                run = runs.get(task.run_id)
+                response = _start(task, run, identity, sticky_fallback=from_sticky, worker_version=version)
+                if response is not None:
+                    started.append(response)
+        if len(claimed) < wanted or len(started) >= max_tasks:
+            break  # the queue is drained, or the worker is full
+    return started
+
+
+def _take_burst(
+    namespace: Namespace, task_queue: str, kind: str, build_id: str, count: int
+) -> list[tuple[Task, bool]]:
+    """Up to ``count`` rows for the poller, each with whether it came from a sticky queue
+    with no live poller (those are asked for only when the queue's own rows run out)."""
+    claimed = [(task, False) for task in _take_next(namespace, task_queue, kind, build_id, count)]
+    while kind == TaskKind.WORKFLOW and len(claimed) < count:
+        fallback = _take_sticky_fallback(namespace, task_queue, build_id)
+        if fallback is None:
+            break
+        claimed.append((fallback, True))
+    return claimed
+
+
+def _poll_one_by_one(
+    namespace: Namespace,
+    task_queue: str,
+    kind: str,
+    identity: str,
+    worker_version: WorkerVersionStamp | None,
+    max_tasks: int,
+) -> list[dict[str, Any]]:
     tasks: list[dict[str, Any]] = []
     while len(tasks) < max_tasks:
         try:
@@ -242,16 +297,28 @@ def poll_batch(
     return tasks
 
 
+def _has_dispatch_limits(namespace: Namespace, task_queue: str) -> bool:
+    return namespace.dispatch_rps > 0 or _queue_dispatch_rps(namespace, task_queue) > 0
+
+
+def _lock(task: Task) -> WorkflowExecution | None:
+    try:
+        return lock_run(task.run_id)
+    except ChronicleError:
+        return None
+
+
 def _start(
     task: Task,
+    execution: WorkflowExecution | None,
     identity: str,
     *,
     sticky_fallback: bool = False,
     worker_version: WorkerVersionStamp | None = None,
 ) -> dict[str, Any] | None:
-    try:
-        execution = lock_run(task.run_id)
-    except ChronicleError:
+    """Start a claimed task on its locked run; None when the row was stale (the run gone,
+    closed, or past the task)."""
+    if execution is None:
         return None
     request_id = str(uuid.uuid4())
     if task.query_id is not None:

@@ -8,6 +8,7 @@ the transaction that appends its event, so a timer fires once.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,6 +22,7 @@ from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
 from history.kernel.archival import archive_run
 from history.kernel.close import time_out_workflow_txn
+from history.kernel.locks import lock_runs
 from history.kernel.schedules import fire_schedule_timers_txn
 from history.kernel.workflow_tasks import time_out_workflow_task_txn
 from history.models import (
@@ -91,15 +93,9 @@ def fire_timers(fences: ShardFence | Sequence[ShardFence], timer_ids: list[tuple
             return fired
     with transaction.atomic(durable=True):
         check_fences(fence_list)
-        run_ids = sorted({run_id for _, run_id in timer_ids})
-        # Lock the runs only, not their namespace rows (see ``lock_run``).
-        runs = {
-            str(r.run_id): r
-            for r in WorkflowExecution.objects.select_for_update(of=("self",))
-            .select_related("namespace")
-            .filter(run_id__in=run_ids)
-            .order_by("run_id")
-        }
+        # Lock the runs only, not their namespace rows, in run-id order (see ``lock_runs``).
+        locked = lock_runs({uuid.UUID(str(run_id)) for _, run_id in timer_ids})
+        runs = {str(run_id): run for run_id, run in locked.items()}
         timers = {
             t.id: t
             for t in TimerTask.objects.select_for_update(skip_locked=True).filter(

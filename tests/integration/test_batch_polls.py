@@ -1,4 +1,4 @@
-"""A poll may take several tasks: each started in its own transaction, each token good once.
+"""A poll may take several tasks, claimed together, each started once, each token good once.
 
 Through the frontend's ASGI application on the real PostgreSQL (the poll's own thread
 pool and connections, hence transactional test databases).
@@ -9,9 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from history import kernel
-from history.models import HistoryEvent, Task, WorkflowExecution
+from history.models import HistoryEvent, Task, TaskKind, WorkflowExecution
+from matching.dispatch import poll_batch, record_poller
 from namespaces.models import Namespace
 from tests.asgi_client import asgi_post
 from tests.factories import ExecutionFactory
@@ -105,3 +109,73 @@ def test_a_bad_max_tasks_is_refused_and_takes_nothing(
     assert r.status_code == 400
     assert r.json() == {"code": "invalid_argument", "message": "max_tasks must be an integer from 1 to 32"}
     assert Task.objects.filter(namespace=namespace, task_queue=QUEUE).count() == 1
+
+
+def _claim_statements(queries: CaptureQueriesContext) -> tuple[int, int]:
+    """How many claim (DELETE of task rows) and run-lock statements were sent."""
+    sql = [q["sql"] for q in queries.captured_queries]
+    claims = sum(s.lstrip().startswith("DELETE FROM history_task ") for s in sql)
+    locks = sum("FOR UPDATE OF e" in s for s in sql)
+    return claims, locks
+
+
+def test_a_burst_is_claimed_and_its_runs_locked_in_one_statement_each(namespace: Namespace) -> None:
+    runs = [ExecutionFactory(namespace=namespace, task_queue=QUEUE) for _ in range(4)]
+    record_poller(namespace, QUEUE, TaskKind.WORKFLOW, "w1")  # the poller's row, written apart
+
+    with CaptureQueriesContext(connection) as queries:
+        tasks = poll_batch(namespace, QUEUE, TaskKind.WORKFLOW, "w1", max_tasks=4)
+
+    assert sorted(t["workflow_execution"]["run_id"] for t in tasks) == sorted(str(r.run_id) for r in runs)
+    assert _claim_statements(queries) == (1, 1)
+    assert sum(q["sql"] == "COMMIT" for q in queries.captured_queries) == 1
+    for run in runs:
+        run.refresh_from_db()
+        assert run.wft_started_event_id != 0
+
+
+def test_a_stale_row_in_a_burst_is_dropped_and_the_others_start(namespace: Namespace) -> None:
+    runs = [ExecutionFactory(namespace=namespace, task_queue=QUEUE) for _ in range(3)]
+    closed = runs[1]
+    kernel.terminate_workflow_execution(namespace, workflow_id=closed.workflow_id, run_id=None, reason="gone")
+    stale = Task.objects.create(
+        namespace=namespace,
+        task_queue=QUEUE,
+        kind=TaskKind.WORKFLOW,
+        run_id=closed.run_id,
+        shard_id=closed.shard_id,
+        scheduled_event_id=2,
+        attempt=1,
+        visible_at=timezone.now(),
+        created_at=timezone.now(),
+    )
+
+    tasks = poll_batch(namespace, QUEUE, TaskKind.WORKFLOW, "w1", max_tasks=3)
+
+    assert sorted(t["workflow_execution"]["run_id"] for t in tasks) == sorted(
+        str(r.run_id) for r in (runs[0], runs[2])
+    )
+    assert not Task.objects.filter(pk=stale.pk).exists()
+
+
+def test_two_rows_of_one_run_in_a_burst_start_its_task_once(namespace: Namespace) -> None:
+    run = ExecutionFactory(namespace=namespace, task_queue=QUEUE)
+    [row] = Task.objects.filter(run_id=run.run_id)
+    Task.objects.create(
+        namespace=namespace,
+        task_queue=QUEUE,
+        kind=TaskKind.WORKFLOW,
+        run_id=run.run_id,
+        shard_id=row.shard_id,
+        scheduled_event_id=row.scheduled_event_id,
+        attempt=row.attempt,
+        visible_at=timezone.now(),
+        created_at=timezone.now(),
+    )
+
+    tasks = poll_batch(namespace, QUEUE, TaskKind.WORKFLOW, "w1", max_tasks=5)
+
+    assert [t["workflow_execution"]["run_id"] for t in tasks] == [str(run.run_id)]
+    events = HistoryEvent.objects.filter(run_id=run.run_id, event_type="WorkflowTaskStarted")
+    assert events.count() == 1
+    assert not Task.objects.filter(run_id=run.run_id).exists()
