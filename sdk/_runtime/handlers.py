@@ -11,6 +11,7 @@ delivered as soon as one can. Async signal handlers run as tasks on the workflow
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,12 @@ from sdk._runtime.host import IssuesCommands
 from sdk.common import RawValue
 from sdk.converter import parameter_hints, payload_from_wire
 from sdk.exceptions import QueryFailed
-from sdk.workflow._definition import DYNAMIC
+from sdk.workflow._definition import (
+    DYNAMIC,
+    UNFINISHED_POLICY_ATTR,
+    HandlerUnfinishedPolicy,
+    UnfinishedSignalHandlersWarning,
+)
 
 if TYPE_CHECKING:
     from sdk.workflow._definition import WorkflowDefinition
@@ -39,7 +45,8 @@ class Handlers(IssuesCommands):
         self._signal_handlers: dict[str, Handler] = {}
         self._query_handlers: dict[str, Handler] = {}
         self._buffered_signals: list[tuple[str, list[dict[str, Any]]]] = []
-        self._handler_tasks: set[asyncio.Task[Any]] = set()
+        # Running async signal handlers: the signal's name and what to do if the run ends first.
+        self._handler_tasks: dict[asyncio.Task[Any], tuple[str, HandlerUnfinishedPolicy]] = {}
         self._read_only = False
 
     def _bind_handlers(self, obj: Any) -> None:
@@ -65,8 +72,9 @@ class Handlers(IssuesCommands):
             outcome = handler(*self.converter.from_payloads(payloads, parameter_hints(handler)))
         if asyncio.iscoroutine(outcome):
             task = self.loop.create_task(outcome)
-            self._handler_tasks.add(task)
-            task.add_done_callback(self._handler_tasks.discard)
+            policy = getattr(handler, UNFINISHED_POLICY_ATTR, HandlerUnfinishedPolicy.WARN_AND_ABANDON)
+            self._handler_tasks[task] = (name, policy)
+            task.add_done_callback(lambda done: self._handler_tasks.pop(done, None))
 
     def _deliver_buffered(self) -> None:
         """Deliver buffered signals a handler now takes, in arrival order; the rest stay buffered."""
@@ -122,6 +130,24 @@ class Handlers(IssuesCommands):
 
     def workflow_all_handlers_finished(self) -> bool:
         return all(task.done() for task in self._handler_tasks)
+
+    def _warn_unfinished_handlers(self) -> None:
+        """As the run completes: name the signal handlers it cuts off, unless told to abandon them."""
+        cut_off = sorted(
+            name
+            for task, (name, policy) in self._handler_tasks.items()
+            if not task.done() and policy == HandlerUnfinishedPolicy.WARN_AND_ABANDON
+        )
+        if cut_off:
+            warnings.warn(
+                UnfinishedSignalHandlersWarning(
+                    "[TMPRL1102] the workflow completed while signal handlers were still running, "
+                    f"which cuts their work off: {cut_off}. Wait for them before returning "
+                    "(await workflow.wait_condition(workflow.all_handlers_finished)), or declare "
+                    "@workflow.signal(unfinished_policy=HandlerUnfinishedPolicy.ABANDON) to allow it."
+                ),
+                stacklevel=1,
+            )
 
     def workflow_is_read_only(self) -> bool:
         return self._read_only

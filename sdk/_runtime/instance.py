@@ -319,6 +319,8 @@ class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
         except self.definition.failure_exception_types as exc:
             self._close("FailWorkflowExecution", {"failure": exception_to_failure(exc, self.converter)})
         else:
+            if not self.is_replaying:
+                self._warn_unfinished_handlers()
             encoded = self.converter.to_result(result)
             self._close("CompleteWorkflowExecution", {"result": encoded})
 

@@ -50,7 +50,15 @@ from sdk.workflow._context import (
     wait,
     wait_condition,
 )
-from sdk.workflow._definition import HandlerUnfinishedPolicy, defn, init, query, run, signal
+from sdk.workflow._definition import (
+    HandlerUnfinishedPolicy,
+    UnfinishedSignalHandlersWarning,
+    defn,
+    init,
+    query,
+    run,
+    signal,
+)
 from sdk.workflow._handlers import (
     all_handlers_finished,
     get_dynamic_query_handler,
@@ -98,6 +106,7 @@ __all__ = [
     "ParentClosePolicy",
     "ParentInfo",
     "ReadOnlyContextError",
+    "UnfinishedSignalHandlersWarning",
     "all_handlers_finished",
     "as_completed",
     "continue_as_new",

@@ -17,6 +17,7 @@ RUN_ATTR = "__chronicle_workflow_run__"
 SIGNAL_ATTR = "__chronicle_workflow_signal__"
 QUERY_ATTR = "__chronicle_workflow_query__"
 INIT_ATTR = "__chronicle_workflow_init__"
+UNFINISHED_POLICY_ATTR = "__chronicle_unfinished_policy__"
 # The name a dynamic handler is recorded under: it takes every name no other handler has.
 DYNAMIC = "<dynamic>"
 
@@ -172,12 +173,14 @@ def init(fn: F) -> F:
     return fn
 
 
-def _named(attr: str, fn: F | None, name: str | None, dynamic: bool) -> Any:
+def _named(attr: str, fn: F | None, name: str | None, dynamic: bool, **marks: Any) -> Any:
     if name and dynamic:
         raise ValueError("a handler cannot have both a name and dynamic=True")
 
     def decorate(target: F) -> F:
         setattr(target, attr, DYNAMIC if dynamic else name or target.__name__)
+        for mark, value in marks.items():
+            setattr(target, mark, value)
         return target
 
     return decorate(fn) if fn is not None else decorate
@@ -188,6 +191,10 @@ class HandlerUnfinishedPolicy(IntEnum):
 
     WARN_AND_ABANDON = 1
     ABANDON = 2
+
+
+class UnfinishedSignalHandlersWarning(RuntimeWarning):
+    """The run completed while signal handlers were still running (their work was cut off)."""
 
 
 @overload
@@ -213,8 +220,9 @@ def signal(
     description: str | None = None,
 ) -> Any:
     """A signal handler (sync or async). ``dynamic=True`` takes every signal no other handler
-    names, as ``(self, name: str, args: Sequence[RawValue])``."""
-    return _named(SIGNAL_ATTR, fn, name, dynamic)
+    names, as ``(self, name: str, args: Sequence[RawValue])``. If the run completes while an
+    async one is still running, a warning says so unless ``unfinished_policy`` is ABANDON."""
+    return _named(SIGNAL_ATTR, fn, name, dynamic, **{UNFINISHED_POLICY_ATTR: unfinished_policy})
 
 
 @overload

@@ -8,6 +8,7 @@ import logging
 import random as stdlib_random
 import time
 import uuid
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -311,3 +312,35 @@ def test_as_completed_is_deterministic_and_memo_value_decodes() -> None:
     history.add("TimerFired", timer_id="1", started_event_id=timers[0])
     history.task(advance=1)
     assert _completed_with(instance, _Tail(history, first_new)) == [["b", "a", "slow"], "billing", "none"]
+
+
+@workflow.defn(name="Hasty")
+class Hasty:
+    @workflow.run
+    async def run(self) -> None:
+        await asyncio.sleep(0)  # the signals' handlers start, then the run returns at once
+
+    @workflow.signal
+    async def slow(self) -> None:
+        await workflow.sleep(5)
+
+    @workflow.signal(unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
+    async def expendable(self) -> None:
+        await workflow.sleep(5)
+
+
+@pytest.mark.parametrize(("signal_name", "warns"), [("slow", True), ("expendable", False)])
+def test_completing_with_a_handler_running_warns_unless_it_may_be_abandoned(
+    signal_name: str, warns: bool
+) -> None:
+    history = HistoryBuilder("Hasty")
+    history.add("WorkflowExecutionSignaled", signal_name=signal_name, input=[])
+    history.task()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        commands = new_instance(Hasty).activate(history.events).commands
+    assert "CompleteWorkflowExecution" in command_types(commands)
+    found = [w for w in caught if issubclass(w.category, workflow.UnfinishedSignalHandlersWarning)]
+    assert bool(found) is warns
+    if warns:
+        assert "TMPRL1102" in str(found[0].message) and "'slow'" in str(found[0].message)
