@@ -98,83 +98,110 @@ class HistoryRead:
     cursor: int | None = None
     conninfo: str = ""  # the LISTEN connection's, read on the pool when the read may wait
 
-    @property
-    def close_only(self) -> bool:
-        return self.params.history_event_filter_type == "CLOSE_EVENT"
-
     def wakeup_key(self) -> str:
-        """A close-only read waits for the run's close notification, not each new event's."""
-        run_id = self.execution.run_id
-        return close_wakeup_key(run_id) if self.close_only else str(run_id)
+        return str(self.execution.run_id)
+
+    def waits(self) -> bool:
+        """Whether the answer is still to come: the run runs and has nothing new yet."""
+        return self.execution.is_running and not self.events
 
     def look(self) -> bool:
         """Read again what the read waits for; True once it is there."""
-        if self.close_only:
-            self.execution.refresh_from_db()
-            return not self.execution.is_running
         self.events, self.cursor = selectors.history_page(
             self.execution, after_event_id=self.params.after_event_id, page_size=self.params.page_size
         )
         return bool(self.events)
 
-    def ready(self) -> bool:
-        return not self.execution.is_running if self.close_only else bool(self.events)
+    async def answer(self, trips: Trips) -> Reply:
+        return await trips.run(self._page)
 
-    def page(self) -> Reply:
-        """The answer: the close event alone (none while running) or the page read."""
-        execution = self.execution
-        if self.close_only:
-            events: list[dict[str, Any]] = []
-            if not execution.is_running:
-                after = execution.next_event_id - 2
-                events, _ = selectors.history_page(execution, after_event_id=after, page_size=1)
-            cursor = None
-        else:
-            execution.refresh_from_db()
-            events, cursor = self.events, self.cursor
-        return Reply(
-            200,
-            encode(
-                {
-                    "events": events,
-                    "next_after_event_id": cursor,
-                    "status": execution.status,
-                    "run_id": str(execution.run_id),
-                    "new_run_id": str(execution.new_run_id) if execution.new_run_id else None,
-                }
-            ),
+    def _page(self) -> Reply:
+        self.execution.refresh_from_db()
+        return _history_reply(
+            self.events, self.cursor, self.execution.status, self.execution.run_id, self.execution.new_run_id
         )
 
 
-def _read_history(call: Call) -> HistoryRead:
-    """The gate, the query, the run and the first read (none for a close-only read)."""
+@dataclass
+class CloseRead:
+    """A close-only read (what ``result()`` sends): the run and, once it closed, its close
+    event, each look one fixed statement (``selectors.run_close``) and the answer built
+    from the last look without another trip."""
+
+    namespace: Namespace
+    workflow_id: str
+    run: selectors.RunClose
+    conninfo: str = ""
+
+    def wakeup_key(self) -> str:
+        """The run's close notification, not each new event's."""
+        return close_wakeup_key(self.run.run_id)
+
+    def waits(self) -> bool:
+        return not self.run.closed
+
+    def look(self) -> bool:
+        self.run = selectors.run_close(self.namespace, self.workflow_id, str(self.run.run_id))
+        return self.run.closed
+
+    async def answer(self, trips: Trips) -> Reply:
+        run = self.run
+        events = [run.close_event] if run.close_event is not None else []
+        return _history_reply(events, None, run.status, run.run_id, run.new_run_id)
+
+
+def _history_reply(
+    events: list[dict[str, Any]], cursor: int | None, status: str, run_id: object, new_run_id: object
+) -> Reply:
+    return Reply(
+        200,
+        encode(
+            {
+                "events": events,
+                "next_after_event_id": cursor,
+                "status": status,
+                "run_id": str(run_id),
+                "new_run_id": str(new_run_id) if new_run_id else None,
+            }
+        ),
+    )
+
+
+def _read_history(call: Call) -> tuple[HistoryParams, HistoryRead | CloseRead]:
+    """The gate, the query, the run and the first read."""
     _, ns = _gate(call, "GET", "HEAD")
     params = history_params(call.query)
     path_run_id = call.params.get("run_id")
     query_run_id = str(params.run_id) if params.run_id is not None else None
     if path_run_id is not None and query_run_id is not None and query_run_id != path_run_id:
         raise invalid("run_id in the query differs from the run in the path")
-    execution = selectors.execution_get(ns, call.params["workflow_id"], path_run_id or query_run_id)
-    read = HistoryRead(execution, params, [], conninfo=listen_conninfo() if params.wait_new_event else "")
-    if not read.close_only:
+    run_id = path_run_id or query_run_id
+    conninfo = listen_conninfo() if params.wait_new_event else ""
+    read: HistoryRead | CloseRead
+    if params.history_event_filter_type == "CLOSE_EVENT":
+        workflow_id = call.params["workflow_id"]
+        read = CloseRead(ns, workflow_id, selectors.run_close(ns, workflow_id, run_id), conninfo=conninfo)
+    else:
+        execution = selectors.execution_get(ns, call.params["workflow_id"], run_id)
+        read = HistoryRead(execution, params, [], conninfo=conninfo)
         read.look()
-    return read
+    return params, read
 
 
 async def history(call: Call, trips: Trips) -> Reply:
     """Page through a run's history; with ``wait_new_event``, wait for new events (or, for
     ``CLOSE_EVENT``, for the close) up to the caller's timeout capped by the server's."""
-    read = await trips.run(_read_history, call)
-    if read.params.wait_new_event and read.execution.is_running and not read.ready():
+    params, read = await trips.run(_read_history, call)
+    if params.wait_new_event and read.waits():
         hub.ensure_listening(read.conninfo)
         limit = engine_settings().history_wait_seconds
-        deadline = time.monotonic() + float(min(read.params.timeout or limit, limit))
+        deadline = time.monotonic() + float(min(params.timeout or limit, limit))
         recheck = engine_settings().safety_recheck_seconds
-        while not read.ready() and (remaining := deadline - time.monotonic()) > 0:
+        while read.waits() and (remaining := deadline - time.monotonic()) > 0:
             # The look runs after the wait is registered: a notification sent while it
             # reads is not missed.
             await hub.wait(read.wakeup_key(), min(remaining, recheck), ready=partial(trips.run, read.look))
-    return await trips.run(read.page)
+    return await read.answer(trips)
 
 
 def _always(handler: Handler) -> Callable[[re.Match[str]], Handler]:

@@ -295,3 +295,37 @@ def test_a_history_wait_ends_at_the_callers_timeout(client: Client) -> None:
         "/workflows/w/history", "history_event_filter_type=CLOSE_EVENT&wait_new_event=1&timeout=0.3"
     )
     assert closed.json()["events"] == [] and 0.25 < time.monotonic() - began < 3
+
+
+def test_a_close_wait_is_woken_by_the_close_and_answers_with_the_close_event(client: Client) -> None:
+    """What ``result()`` sends: the wait wakes on the run's close and answers with the close
+    event, its status and no cursor; a second read of the closed run answers at once."""
+    run_id = client.post("/workflows", START).json()["run_id"]
+    query = "history_event_filter_type=CLOSE_EVENT&wait_new_event=true&timeout=10"
+
+    async def wait_then_close() -> tuple[AsgiResponse, float]:
+        began = time.monotonic()
+        waiting = asyncio.ensure_future(
+            asgi_client.asgi_call(
+                "GET", client.url("/workflows/w/history"), authorization=client.authorization, query=query
+            )
+        )
+        await asyncio.sleep(0.5)
+        terminate = client.url(f"/workflows/w/runs/{run_id}/terminate")
+        ended = await asgi_client.asgi_call(
+            "POST", terminate, b'{"reason": "done"}', authorization=client.authorization
+        )
+        assert ended.status_code == 200, ended.content
+        return await waiting, time.monotonic() - began
+
+    read, took = async_to_sync(wait_then_close)()
+    assert read.status_code == 200, read.content
+    answer = read.json()
+    assert [e["event_type"] for e in answer["events"]] == ["WorkflowExecutionTerminated"]
+    assert answer["status"] == "Terminated" and answer["run_id"] == run_id
+    assert answer["next_after_event_id"] is None and answer["new_run_id"] is None
+    assert took < 5
+    again = client.get(f"/workflows/w/runs/{run_id}/history", query).json()
+    assert again["events"] == answer["events"]
+    unknown = client.get("/workflows/nobody/history", "history_event_filter_type=CLOSE_EVENT")
+    assert _error(unknown, 404, "not_found")
