@@ -147,7 +147,8 @@ def _checkout_run(tenant: BrowserTenant) -> str:
             handle = await client.start_workflow(
                 Checkout.run, "book", id=f"checkout-{uuid.uuid4().hex[:6]}", task_queue=queue
             )
-            assert await handle.result() == "reserved book, billed book"
+            # Bounded: a hung run must fail the test, not hang the thread join after it.
+            assert await asyncio.wait_for(handle.result(), 60) == "reserved book, billed book"
         await client.close()
         return handle.id
 
