@@ -82,21 +82,16 @@ def _database_url() -> str:
 
 
 DATABASES = {"default": env.db_url_config(_database_url())}
-# Django's backend with the pool's cheaper connection check (chronicle/postgresql/base.py).
-DATABASES["default"]["ENGINE"] = "chronicle.postgresql"
+DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 # Under ASGI each sync request runs on its own thread, so per-thread persistent
 # connections would pile up; a per-process psycopg pool bounds and reuses them instead.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
-# Connections are checked as they are handed out, so one the server dropped (a restart, a
-# failover, an idle-session kill) is replaced instead of failing the request that got it.
-# With the pool, chronicle.pool_checks checks with a round trip only a connection that may
-# be dead (idle a while, or with the server's goodbye on its socket), not every one.
-_HEALTH_CHECKS = env.bool("CHRONICLE_DB_HEALTH_CHECKS", default=True)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = _HEALTH_CHECKS
+# The pool checks each connection as it hands it out (one empty query), so a connection
+# the server dropped (a restart, a failover, an idle-session kill) is replaced instead of
+# failing the request that got it.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CHRONICLE_DB_HEALTH_CHECKS", default=True)
 DATABASES["default"].setdefault("OPTIONS", {})
 if env.bool("CHRONICLE_DB_POOL", default=True):
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # the backend's check instead
-    DATABASES["default"]["CHRONICLE_POOL_CHECKS"] = _HEALTH_CHECKS
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": env.int("CHRONICLE_DB_POOL_MIN", default=2),
         "max_size": env.int("CHRONICLE_DB_POOL_MAX", default=20),

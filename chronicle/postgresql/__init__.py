@@ -1,1 +1,0 @@
-"""Django's PostgreSQL backend with the connection pool's cheaper check (``base``)."""
