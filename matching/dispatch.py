@@ -244,7 +244,6 @@ def poll_batch(
         return _poll_one_by_one(namespace, task_queue, kind, identity, worker_version, max_tasks)
     build_id = dispatch_build_id(worker_version)
     record_poller(namespace, task_queue, kind, identity, build_id)
-    version = worker_version
     started: list[dict[str, Any]] = []
     for _ in range(MAX_STALE_PER_POLL):
         wanted = max_tasks - len(started)
@@ -252,8 +251,13 @@ def poll_batch(
             claimed = _take_burst(namespace, task_queue, kind, build_id, wanted)
             runs = lock_runs([task.run_id for task, _ in claimed])
             for task, from_sticky in claimed:
-                run = runs.get(task.run_id)
-                response = _start(task, run, identity, sticky_fallback=from_sticky, worker_version=version)
+                response = _start(
+                    task,
+                    runs.get(task.run_id),
+                    identity,
+                    sticky_fallback=from_sticky,
+                    worker_version=worker_version,
+                )
                 if response is not None:
                     started.append(response)
         if len(claimed) < wanted or len(started) >= max_tasks:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel import tokens
 from history.kernel.versioning import wire_build_id
 from history.models import ActivityState, PendingActivity, Task, WorkflowExecution
@@ -181,7 +182,10 @@ def started_activity_token(
     """
     runs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id=workflow_id)
     if run_id:
-        runs = runs.filter(run_id=run_id)
+        try:
+            runs = runs.filter(run_id=uuid.UUID(run_id))
+        except ValueError:
+            raise invalid("run_id must be a UUID") from None
     run = runs.order_by("-start_time").first()
     activity = (
         PendingActivity.objects.filter(run=run, activity_id=activity_id, state=ActivityState.STARTED).first()

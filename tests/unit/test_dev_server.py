@@ -22,7 +22,7 @@ from chronicle.management.commands.start_dev import port_problem
 @pytest.mark.parametrize(
     "db",
     [
-        {"NAME": "test_postgres", "USER": "postgres", "HOST": "/work/.chronicle/pg sock", "PORT": 5432},
+        {"NAME": "test_postgres", "USER": "postgres", "HOST": "/srv/chronicle/pg sock", "PORT": 5432},
         {"NAME": "test_postgres", "USER": "postgres", "HOST": "/tmp/pg", "PORT": 5433},
         {"NAME": "test_fh", "USER": "postgres", "HOST": "127.0.0.1", "PORT": 5432},
         {"NAME": "test_fh", "USER": "app", "PASSWORD": "p@ss:word/", "HOST": "db.internal", "PORT": 6432},
