@@ -27,6 +27,7 @@ Every error raises ``VisibilityQueryError`` with the character position it point
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import uuid
 from collections.abc import Callable
@@ -97,6 +98,12 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE,
 )
+# Temporal's Int attributes are 64-bit; a longer literal cannot match anything, and past
+# Python's 4,300 digits it cannot even be read.
+MIN_INT, MAX_INT = -(2**63), 2**63 - 1
+# Each level of parentheses or NOT is a few frames of the recursive descent and of the
+# compiled ``Q``: far below Python's recursion limit, and far above any real filter.
+MAX_NESTING = 32
 
 
 @dataclass(frozen=True)
@@ -145,9 +152,7 @@ def tokenize(query: str) -> list[Token]:
             raise VisibilityQueryError(query, index, f"unexpected character {char!r}")
         kind, text = match.lastgroup or "", match.group()
         if kind == "number":
-            tokens.append(
-                Token("number", text, index, float(text) if re.search("[.eE]", text) else int(text))
-            )
+            tokens.append(Token("number", text, index, _number(query, index, text)))
         elif kind == "word":
             upper = text.upper()
             tokens.append(
@@ -158,6 +163,17 @@ def tokenize(query: str) -> list[Token]:
         index = match.end()
     tokens.append(Token("end", "", len(query)))
     return tokens
+
+
+def _number(query: str, index: int, text: str) -> int | float:
+    """A number literal's value: a finite float, or an integer within 64 bits."""
+    if re.search("[.eE]", text):
+        value = float(text)
+        if math.isfinite(value):
+            return value
+    elif len(text.lstrip("-")) <= 19 and MIN_INT <= (number := int(text)) <= MAX_INT:
+        return number
+    raise VisibilityQueryError(query, index, "number out of range (integers are 64-bit, floats finite)")
 
 
 # ---------------------------------------------------------------- syntax tree
@@ -221,6 +237,7 @@ class Parser:
         self.query = query
         self.tokens = tokenize(query)
         self.index = 0
+        self.depth = 0  # of the parentheses and NOTs around the current token
 
     @property
     def token(self) -> Token:
@@ -278,13 +295,25 @@ class Parser:
         return operands[0] if len(operands) == 1 else BoolOp("AND", tuple(operands))
 
     def not_expr(self) -> Node:
-        if self.accept("keyword", "NOT"):
-            return Not(self.not_expr())
-        if self.accept("punct", "("):
+        if self.at("keyword", "NOT") or self.at("punct", "("):
+            return self.nested()
+        return self.predicate()
+
+    def nested(self) -> Node:
+        """``NOT x`` or ``( x )``, refused past :data:`MAX_NESTING` levels (a 400, where
+        the recursion would otherwise run out of stack)."""
+        if self.depth >= MAX_NESTING:
+            raise self.error(f"the filter nests deeper than {MAX_NESTING} parentheses or NOTs")
+        self.depth += 1
+        try:
+            if self.accept("keyword", "NOT"):
+                return Not(self.not_expr())
+            self.expect("punct", "(", "'('")
             inner = self.or_expr()
             self.expect("punct", ")", "')'")
             return inner
-        return self.predicate()
+        finally:
+            self.depth -= 1
 
     def name(self) -> Token:
         if not self.at("name"):
@@ -552,7 +581,8 @@ class Compiler:
     def value(self, attribute: Attribute, value: Value) -> Any:
         try:
             return self.typed(attribute, value.raw)
-        except (BadSearchAttributes, ValueError) as exc:
+        except (BadSearchAttributes, ValueError, OverflowError) as exc:
+            # OverflowError: a moment or duration past what a datetime can hold.
             raise self.error(value.position, f"{attribute.name!r} is {attribute.type}: {exc}") from None
 
     def typed(self, attribute: Attribute, raw: Any) -> Any:
