@@ -8,4 +8,7 @@ root command is built, so a module listed here must import nothing heavy at its 
 
 from __future__ import annotations
 
-COMMAND_MODULES: tuple[str, ...] = ("sdk.cli.completion",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "sdk.cli.workflow",
+    "sdk.cli.completion",
+)
