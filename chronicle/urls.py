@@ -15,6 +15,7 @@ urlpatterns = [
     ),
     path("api/v1/namespaces/<str:namespace>/", include("executions.urls")),
     path("api/v1/namespaces/<str:namespace>/", include("matching.urls")),
+    path("api/v1/", include("executions.provisioning_urls")),
     path("", include("executions.ui.urls")),
 ]
 

@@ -102,9 +102,34 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Refused from this moment on, like a revoked key (a rotated key's grace period ends here).
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.namespace.name}/{self.name} ({self.prefix}…)"
+
+
+class OperatorKey(models.Model):
+    """A superuser's bearer key for platform-wide provisioning (creating, listing and
+    deleting namespaces, managing any namespace).
+
+    Kept apart from ``ApiKey`` on purpose: namespace keys are resolved (and cached) on the
+    hot path, and an operator key never is. Its raw form starts ``chrop_`` so the
+    provisioning API tells the two apart without a lookup. It acts only while its user is
+    an active superuser, checked on every call (provisioning is not hot).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="operator_keys")
+    name = models.CharField(max_length=200)
+    prefix = models.CharField(max_length=16)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}/{self.name} ({self.prefix}…)"
 
 
 class MemberRole(models.TextChoices):

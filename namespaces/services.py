@@ -3,10 +3,13 @@ queue limits and build ids."""
 
 from __future__ import annotations
 
+import re
 import secrets
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -22,19 +25,96 @@ from namespaces.models import (
     TaskQueueLimit,
 )
 
+# A namespace's name is one URL path segment: letters, digits, ".", "_" and "-", not
+# starting with a punctuation mark (so never "." or "..").
+NAMESPACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+
+def _checked_name(name: str) -> str:
+    if not NAMESPACE_NAME.fullmatch(name):
+        raise ValidationError(
+            {"name": ["1 to 255 letters, digits, '.', '_' or '-', starting with a letter or digit"]}
+        )
+    if Namespace.objects.filter(name=name).exists():
+        raise ValidationError({"name": [f"namespace {name!r} already exists"]})
+    return name
+
 
 def namespace_create(*, name: str, **settings: Any) -> Namespace:
-    return Namespace.objects.create(name=name, **settings)
+    """A namespace with these settings as given (tests and benchmarks set any field);
+    provisioning goes through :func:`namespace_provision`, which checks the values."""
+    return Namespace.objects.create(name=_checked_name(name), **settings)
 
 
-def api_key_issue(*, namespace: Namespace, name: str, roles: list[str]) -> tuple[ApiKey, str]:
+@transaction.atomic
+def namespace_provision(name: str, values: dict[str, Any]) -> tuple[Namespace, Change]:
+    """Create a namespace and apply ``values`` through the settings page's own checks
+    (:func:`namespace_settings_update`); on any refusal nothing is created."""
+    namespace = namespace_create(name=name)
+    return namespace, namespace_settings_update(namespace, values)
+
+
+@transaction.atomic
+def namespace_delete(namespace: Namespace, confirm: str) -> dict[str, int]:
+    """Delete the namespace and everything it holds (runs, history, keys, members, audit
+    log); ``confirm`` must repeat its name. Returns the rows removed per model."""
+    if confirm != namespace.name:
+        raise ValidationError({"confirm": [f"type the namespace's name ({namespace.name!r}) to delete it"]})
+    _, removed = Namespace.objects.filter(pk=namespace.pk).delete()
+    return dict(removed)
+
+
+def _checked_key_fields(name: str, roles: list[str], expires_at: datetime | None) -> str:
+    errors: dict[str, list[str]] = {}
+    name = name.strip()
+    if not name or len(name) > 200:
+        errors["name"] = ["a key name of 1 to 200 characters is required"]
+    if not roles or not set(roles) <= set(Role.values):
+        errors["roles"] = [f"one or more of {', '.join(Role.values)}"]
+    if expires_at is not None and expires_at <= timezone.now():
+        errors["expires_at"] = ["must be in the future"]
+    if errors:
+        raise ValidationError(errors)
+    return name
+
+
+def api_key_issue(
+    *, namespace: Namespace, name: str, roles: list[str], expires_at: datetime | None = None
+) -> tuple[ApiKey, str]:
     """Create a key; the raw key is returned once and never stored."""
+    name = _checked_key_fields(name, roles, expires_at)
     prefix = secrets.token_hex(4)
     raw = f"chr_{prefix}_{secrets.token_urlsafe(24)}"
     key = ApiKey.objects.create(
-        namespace=namespace, name=name, prefix=prefix, key_hash=hash_key(raw), roles=roles
+        namespace=namespace,
+        name=name,
+        prefix=prefix,
+        key_hash=hash_key(raw),
+        roles=sorted(set(roles), key=list(Role.values).index),
+        expires_at=expires_at,
     )
     return key, raw
+
+
+@transaction.atomic
+def api_key_rotate(namespace: Namespace, key_id: int, grace: timedelta) -> tuple[ApiKey, ApiKey, str]:
+    """Issue a successor of a live key (same name and roles) and let the old one expire
+    after ``grace`` (sooner if it already would): workers switch keys without a gap.
+
+    Returns (the old key, the new key, the new raw key, shown once)."""
+    if grace < timedelta(0) or grace > timedelta(days=365):
+        raise ValidationError({"grace_seconds": ["must be between 0 and 365 days"]})
+    old = ApiKey.objects.select_for_update().filter(namespace=namespace, pk=key_id).first()
+    now = timezone.now()
+    if old is None:
+        raise ValidationError({"key": ["no such API key in this namespace"]})
+    if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
+        raise ValidationError({"key": ["a revoked or expired key cannot be rotated"]})
+    new, raw = api_key_issue(namespace=namespace, name=old.name, roles=list(old.roles))
+    if old.expires_at is None or old.expires_at > now + grace:
+        old.expires_at = now + grace
+        old.save(update_fields=["expires_at"])
+    return old, new, raw
 
 
 @transaction.atomic
@@ -219,3 +299,29 @@ def api_key_revoke(namespace: Namespace, key_id: int) -> ApiKey:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
     return key
+
+
+@transaction.atomic
+def user_create_member(namespace: Namespace, username: str, role: str, email: str = "") -> tuple[Any, str]:
+    """Create an account for someone who has none yet and make them a member with ``role``.
+
+    Returns (the user, a one-time password): only its hash is stored, so it is shown once;
+    the person signs in with it and changes it. An existing username is refused rather
+    than taken over: a tenant admin manages their namespace, not other people's accounts.
+    """
+    user_model = get_user_model()
+    username = username.strip()
+    user: AbstractBaseUser = user_model(username=username, email=email.strip())
+    try:
+        user.full_clean(exclude=["password"])
+    except ValidationError as error:
+        raise ValidationError(
+            {"username" if name == "__all__" else name: msgs for name, msgs in error.message_dict.items()}
+        ) from None
+    if role not in MemberRole.values:
+        raise ValidationError({"role": [f"must be one of {', '.join(MemberRole.values)}"]})
+    password = secrets.token_urlsafe(12)
+    user.set_password(password)
+    user.save()
+    membership_set(namespace, username, role)
+    return user, password
