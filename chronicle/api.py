@@ -1,13 +1,14 @@
 """DRF glue shared by every API: the strict JSON parser and the error renderer.
 
 Bad input must yield a clear 4xx and never reach the database half-checked: the
-parser refuses NUL characters (PostgreSQL's JSONB cannot store them), deep nesting
-and oversized bodies before a view runs.
+parser refuses NUL characters (PostgreSQL's JSONB cannot store them), ``NaN`` and
+``Infinity`` (not JSON), deep nesting and oversized bodies before a view runs.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +38,24 @@ def _check_json(value: Any, depth: int = 0) -> None:
             _check_json(item, depth + 1)
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def loads(raw: bytes | str) -> Any:
+    """Standard JSON only: Python's ``json`` also reads ``NaN``, ``Infinity`` and numbers
+    that overflow to infinity, which PostgreSQL's JSONB (and every other JSON reader)
+    refuses, so a body holding one would pass every check and fail at the write."""
+    return json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite)
+
+
 def parse_json_body(raw: bytes) -> Any:
     """Decode and vet a request body; raise ChronicleError on anything unusable."""
     if len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
@@ -44,7 +63,7 @@ def parse_json_body(raw: bytes) -> Any:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ChronicleError(ErrorCode.MALFORMED_REQUEST, f"malformed JSON: {exc}") from None
     _check_json(value)

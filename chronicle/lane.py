@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import msgspec
 from django.conf import settings
@@ -30,6 +30,10 @@ from chronicle.lane_errors import field_errors
 
 UNSET: Any = msgspec.UNSET
 EMPTY = b"{}"
+# The longest duration a request may name (timeouts, delays): a hundred years. Past it a
+# moment no longer fits a datetime ("1e300" seconds used to fail the write with a 500).
+MAX_SECONDS = 100 * 365.25 * 86400
+Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]
 
 
 @dataclass(frozen=True)

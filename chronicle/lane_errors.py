@@ -9,6 +9,7 @@ same 400 as before for the same mistake.
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -110,8 +111,13 @@ def _text_errors(rules: _Rules, name: str, kind: mi.StrType, value: Any) -> Erro
 def _number_errors(kind: mi.FloatType, value: Any) -> Errors | None:
     if not _convertible(value, float):
         return ["A valid number is required."]
-    if kind.ge is not None and msgspec.convert(value, float, strict=False) < kind.ge:
+    number = msgspec.convert(value, float, strict=False)
+    if not math.isfinite(number):  # "NaN" or "inf" as a string
+        return ["A valid number is required."]
+    if kind.ge is not None and number < kind.ge:
         return [f"Ensure this value is greater than or equal to {kind.ge}."]
+    if kind.le is not None and number > kind.le:
+        return [f"Ensure this value is less than or equal to {kind.le}."]
     return None
 
 

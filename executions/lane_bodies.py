@@ -14,11 +14,10 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from chronicle.lane import Body, convert
+from chronicle.lane import Body, Seconds, convert
 
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
 OptionalText = Annotated[str, msgspec.Meta(max_length=1000)]
-Seconds = Annotated[float, msgspec.Meta(ge=0)]
 ReusePolicy = Literal[
     "ALLOW_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY", "REJECT_DUPLICATE", "TERMINATE_IF_RUNNING"
 ]

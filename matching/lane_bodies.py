@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar
 
 import msgspec
 
-from chronicle.lane import UNSET
+from chronicle.lane import UNSET, Seconds
 from chronicle.lane import Body as LaneBody
 from history.kernel.handoff import WorkflowTaskWanted
 from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp
@@ -48,9 +48,14 @@ class WorkerVersion(msgspec.Struct, kw_only=True):
 
     @staticmethod
     def cross_field_error(value: dict[str, Any]) -> str | None:
-        """The rule across the fields, in the field errors' words (``chronicle.lane_errors``)."""
+        """The rule across the fields, in the field errors' words (``chronicle.lane_errors``),
+        on the trimmed build id as ``__post_init__`` checks it (a blank build id with
+        ``use_versioning`` is the same fault as an empty one)."""
+        build_id = value.get("build_id", "")
         try:
-            WorkerVersionStamp.from_wire(value)
+            WorkerVersionStamp.from_wire(
+                {**value, "build_id": build_id.strip()} if isinstance(build_id, str) else value
+            )
         except ValueError as exc:
             return str(exc)
         return None
@@ -70,7 +75,7 @@ class TokenBody(Body, kw_only=True):
 class WorkflowTaskCompletedRequest(TokenBody, kw_only=True):
     commands: list[dict[str, Any]] = msgspec.field(default_factory=list)
     sticky_task_queue: Annotated[str, msgspec.Meta(max_length=1000)] = ""
-    sticky_schedule_to_start_timeout: Annotated[float, msgspec.Meta(ge=0)] = 0
+    sticky_schedule_to_start_timeout: Seconds = 0
     return_new_workflow_task: bool = False
     force_create_new_workflow_task: bool = False
     query_results: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
