@@ -6,13 +6,15 @@ client's start, signal-with-start, signal and history read (:mod:`executions.lan
 Django handlers share the rest:
 the other ``/api/v1/`` paths go to :class:`ApiHandler`, which runs no middleware;
 everything else (UI, admin, schema) gets the full stack from ``settings.MIDDLEWARE``.
-Websockets (the UI's live mode) go through Channels with the session's user
+The probes (``/healthz``, ``/readyz``: :mod:`chronicle.health`) are answered before any of
+them. Websockets (the UI's live mode) go through Channels with the session's user
 (``AuthMiddlewareStack``), from allowed origins only, since a session cookie would
 otherwise let another site open a socket as the signed-in user.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +33,7 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.urls import Resolver404, get_resolver, set_script_prefix, set_urlconf
 from django.utils.log import log_response
 
+from chronicle import health
 from chronicle.waiting_views import waits_on_its_thread
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
@@ -135,13 +138,16 @@ def _takes_djangos_path(path: str) -> bool:
 
 
 def route_http(site: Asgi, api: Asgi) -> Asgi:
-    """Send the lane's calls to the lean lane (:mod:`chronicle.lane_asgi`), the other API
-    paths to ``api`` and the rest to ``site``."""
+    """Send the probes to :mod:`chronicle.health`, the lane's calls to the lean lane
+    (:mod:`chronicle.lane_asgi`), the other API paths to ``api`` and the rest to ``site``."""
 
     async def app(
         scope: dict[str, Any], receive: Callable[..., Awaitable[Any]], send: Callable[..., Awaitable[Any]]
     ) -> None:
         path = scope["path"]
+        if path in health.PROBE_PATHS:
+            await health.serve(scope, receive, send)
+            return
         if not path.startswith(API_PREFIX):
             await site(scope, receive, send)
             return
@@ -163,6 +169,10 @@ from executions.lane import ROUTES as CLIENT_ROUTES  # noqa: E402
 from executions.ui.urls import websocket_urlpatterns  # noqa: E402  (needs Django set up)
 from matching.lane import ROUTE as WORKER_ROUTE  # noqa: E402
 from matching.lane_batch import ROUTE as WORKER_BATCH_ROUTE  # noqa: E402
+
+# Probes and scrapes leave no access-log line (the filter is on uvicorn's logger, which
+# gunicorn's uvicorn workers log requests through).
+logging.getLogger("uvicorn.access").addFilter(health.QuietProbes())
 
 LANE_ROUTES = [WORKER_ROUTE, WORKER_BATCH_ROUTE, *CLIENT_ROUTES]
 

@@ -1,21 +1,29 @@
 """Django settings for Chronicle, read from the environment.
 
-Every knob has a safe development default. With no ``DATABASE_URL`` the project
-starts its own PostgreSQL (see :mod:`chronicle.embedded_postgres`).
+Every knob has a safe development default, and every variable read here is listed,
+with its default and meaning, in ``platform/env.example`` (a test compares the two).
+With no ``DATABASE_URL`` the project starts its own PostgreSQL (see
+:mod:`chronicle.embedded_postgres`).
+
+Production settings refuse to start unsafe (:mod:`chronicle.production`): no
+``SECRET_KEY`` with ``DEBUG`` off on a real deployment, or ``DEBUG`` on with a public host.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import environ
+
+from chronicle.production import LOCAL_HOSTS, require_safe_debug, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
 DEBUG = env.bool("CHRONICLE_DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="chronicle-development-only-secret-key-change-me")
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[*LOCAL_HOSTS, "testserver"])
+require_safe_debug(DEBUG, ALLOWED_HOSTS)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -36,6 +44,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The UI's and the admin's static files, from collectstatic's output or the apps' folders.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -82,6 +92,11 @@ def _database_url() -> str:
 
 
 DATABASES = {"default": env.db_url_config(_database_url())}
+# After the database: on a machine of its own (the embedded server, or one on loopback) a
+# missing key falls back to a development key; anywhere else it refuses to start.
+SECRET_KEY = secret_key(
+    env.str("SECRET_KEY", default=""), debug=DEBUG, database_host=DATABASES["default"].get("HOST", "")
+)
 DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 # Under ASGI each sync request runs on its own thread, so per-thread persistent
 # connections would pile up; a per-process psycopg pool bounds and reuses them instead.
@@ -111,7 +126,8 @@ USE_I18N = True
 USE_TZ = True
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # collectstatic also writes compressed copies, which WhiteNoise sends to clients that take them.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
     # Closed runs' histories, written before retention deletes them (namespaces opt in).
     "chronicle_archive": {
         "BACKEND": env.str(
@@ -123,11 +139,34 @@ STORAGES = {
     },
 }
 STATIC_URL = "static/"
-# A production web server serves `collectstatic`'s output from here; `start_dev` serves the
-# apps' static files itself (chronicle.dev_asgi), with DEBUG on or off.
-STATIC_ROOT = CHRONICLE_STATE_DIR / "static"
+# WhiteNoise serves `collectstatic`'s output from here (the container image collects it at
+# build time) and, for files not collected, the apps' own static folders, so a frontend
+# serves the UI and the admin complete without a separate web server.
+STATIC_ROOT = Path(env.str("CHRONICLE_STATIC_ROOT", default=str(CHRONICLE_STATE_DIR / "static")))
+WHITENOISE_USE_FINDERS = True
+# Until collectstatic has run (development, tests) there is no STATIC_ROOT, and the finders
+# serve everything: WhiteNoise's warning about the missing folder says nothing useful then.
+warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
+
+# Behind a TLS-terminating proxy or load balancer (docs/operations.md, "Behind a proxy").
+# The origins (scheme://host[:port]) a signed-in browser posts forms from, when they differ
+# from the host the request names (a load balancer that rewrites Host, another port).
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# "HEADER,value" that marks a request the proxy received over HTTPS, e.g.
+# "HTTP_X_FORWARDED_PROTO,https". Set it only when the proxy always sets or strips that header.
+_proxy_header = env.list("SECURE_PROXY_SSL_HEADER", default=[])
+SECURE_PROXY_SSL_HEADER = (_proxy_header[0], _proxy_header[1]) if len(_proxy_header) == 2 else None
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+# Probes and scrapes come over plain HTTP from inside the network (Django matches without the
+# leading slash); the API and the lean lane run no middleware, so no redirect reaches them.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 
 # Request bodies: payloads are refused past 2 MiB each; a whole request may carry a few.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("CHRONICLE_MAX_REQUEST_BYTES", default=8 * 1024 * 1024)
@@ -176,3 +215,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("CHRONICLE_LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# A file each daemon touches while its loop runs, for a container's or supervisor's
+# liveness check (chronicle.health); empty: none.
+CHRONICLE_HEARTBEAT_DIR = env.str("CHRONICLE_HEARTBEAT_DIR", default="")

@@ -25,6 +25,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from chronicle import health
 from chronicle.db import DatabaseOutage
 from chronicle.errors import ChronicleError
 from executions.batch import apply_to_run, job_runs, record_failure
@@ -78,6 +79,7 @@ class BatchRunner:
                 outage.lost(error)
             else:
                 outage.recovered()
+                health.beat("batch-runner")
 
     def run_one(self) -> None:
         """Claim a job and work it to its end or to shutdown; sleep when there is none."""
@@ -151,6 +153,7 @@ class BatchRunner:
     def _record(self, job: BatchJob, result: ChunkResult) -> BatchJob | None:
         """Write the chunk's progress and renew the lease; None when the job is no longer ours to run."""
         assert result.last_run is not None
+        health.beat("batch-runner")  # a long job beats from each chunk it records
         now = timezone.now()
         written = BatchJob.objects.filter(pk=job.pk, lease_owner=self.owner).update(
             done=job.done + result.done,

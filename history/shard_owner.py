@@ -25,6 +25,7 @@ import psycopg
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from chronicle import health
 from chronicle.conf import engine_settings
 from chronicle.db import DatabaseOutage
 from history.kernel import ShardFence, ShardFenceLost, fire_timers
@@ -257,6 +258,7 @@ class ShardOwner:
                     self._last_housekeeping = time.monotonic()
                 self.fire_due_timers()
                 outage.recovered()
+                health.beat("shard-owner")
                 timeout = self.sleep_seconds()
                 if timeout > 0:
                     for note in listen.notifies(timeout=timeout, stop_after=1):

@@ -1,0 +1,67 @@
+"""Production settings, as a process sees them: a missing SECRET_KEY stops every command
+with one message naming it, and `check --deploy` is clean with the production example."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+ENV_EXAMPLE = ROOT / "platform" / "env.example"
+
+
+def production_example() -> dict[str, str]:
+    """The uncommented assignments of platform/env.example."""
+    values: dict[str, str] = {}
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#") and "=" in line:
+            name, _, value = line.partition("=")
+            values[name.strip()] = value.strip()
+    return values
+
+
+def manage(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    clean = {key: value for key, value in os.environ.items() if not key.startswith(("CHRONICLE_", "SECURE_"))}
+    clean.pop("SECRET_KEY", None)
+    return subprocess.run(
+        [sys.executable, "manage.py", *argv],
+        cwd=cwd,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("argv", [["check"], ["run_shard_owner"], ["migrate", "--noinput"]])
+def test_without_secret_key_on_a_remote_database_every_command_refuses_to_start(argv: list[str]) -> None:
+    done = manage(argv, {"DATABASE_URL": "postgres://chronicle@db.example.invalid:5432/chronicle"})
+    assert done.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY is not set" in done.stderr, done.stderr[-2000:]
+
+
+def test_check_deploy_is_clean_with_the_production_example() -> None:
+    done = manage(["check", "--deploy", "--fail-level", "WARNING"], production_example())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
+
+
+def test_check_deploy_flags_the_development_key_and_plain_cookies() -> None:
+    env = production_example()
+    del env["SECRET_KEY"], env["SESSION_COOKIE_SECURE"]
+    env["DATABASE_URL"] = "postgres://chronicle@127.0.0.1:5432/chronicle"  # local: the development key
+    done = manage(["check", "--deploy"], env)
+    assert "security.W009" in done.stderr + done.stdout  # the known development key
+    assert "security.W012" in done.stderr + done.stdout  # SESSION_COOKIE_SECURE off
+
+
+def test_debug_with_a_public_host_refuses_to_start() -> None:
+    env = {**production_example(), "CHRONICLE_DEBUG": "true"}
+    done = manage(["check"], env)
+    assert done.returncode != 0
+    assert "CHRONICLE_DEBUG is on while ALLOWED_HOSTS names chronicle.example.com" in done.stderr
