@@ -95,3 +95,8 @@ def key_values(values: Sequence[str], flag: str) -> dict[str, Any]:
         except json.JSONDecodeError:
             pairs[key] = raw
     return pairs
+
+
+def upper_snake(name: str) -> str:
+    """A Temporal CLI spelling as the SDK's enum member name: ``BufferOne`` -> ``BUFFER_ONE``."""
+    return "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name)).upper()

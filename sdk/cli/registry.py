@@ -10,5 +10,9 @@ from __future__ import annotations
 
 COMMAND_MODULES: tuple[str, ...] = (
     "sdk.cli.workflow",
+    "sdk.cli.schedule",
+    "sdk.cli.batch",
+    "sdk.cli.search_attribute",
+    "sdk.cli.operator",
     "sdk.cli.completion",
 )

@@ -15,7 +15,7 @@ import click
 
 from sdk.cli.connection import common_options, options, run
 from sdk.cli.history import EVENT_HEADER, decode_payloads, event_line, event_row, history_events
-from sdk.cli.inputs import DURATION, json_inputs, key_values
+from sdk.cli.inputs import DURATION, json_inputs, key_values, upper_snake
 from sdk.cli.output import Column, emit, format_line, format_record, format_rows, note
 
 if TYPE_CHECKING:
@@ -114,11 +114,7 @@ def _enum(kind: Any, choice: str | None, default: Any) -> Any:
     """A policy enum member from its Temporal CLI spelling (``RejectDuplicate``)."""
     if not choice:
         return default
-    return kind[_snake(choice).upper()]
-
-
-def _snake(name: str) -> str:
-    return "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name))
+    return kind[upper_snake(choice)]
 
 
 def _started(handle: WorkflowHandle, params: dict[str, Any], namespace: str) -> dict[str, Any]:

@@ -36,13 +36,15 @@ def cli_env(stack: Stack | None, tenant: Tenant | None, key: str = "all", **extr
 
 
 def chronicle(
-    env: dict[str, str], *args: str, cwd: Path | None = None, timeout: float = 90
+    env: dict[str, str], *args: str, cwd: Path | None = None, timeout: float = 90, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    """``chronicle ARGS`` run to its end; the working directory is one with no dev.json."""
+    """``chronicle ARGS`` run to its end (``stdin`` its input); the working directory is one
+    with no dev.json."""
     return subprocess.run(
         [sys.executable, "-m", "sdk.cli", *args],
         env=env,
         cwd=cwd or Path("/"),
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
