@@ -34,6 +34,7 @@ from django.urls import Resolver404, get_resolver, set_script_prefix, set_urlcon
 from django.utils.log import log_response
 
 from chronicle import health
+from chronicle.logging_config import bind_request
 from chronicle.waiting_views import waits_on_its_thread
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
@@ -148,6 +149,7 @@ def route_http(site: Asgi, api: Asgi) -> Asgi:
         if path in health.PROBE_PATHS:
             await health.serve(scope, receive, send)
             return
+        bind_request(scope)  # the request's id, namespace and workflow on its log records
         if not path.startswith(API_PREFIX):
             await site(scope, receive, send)
             return

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import environ
 
+from chronicle.logging_config import logging_settings
 from chronicle.production import LOCAL_HOSTS, require_safe_debug, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -207,14 +208,10 @@ CHRONICLE_QUERY_TIMEOUT_SECONDS = env.float("CHRONICLE_QUERY_TIMEOUT_SECONDS", d
 CHRONICLE_API_KEY_CACHE_SECONDS = env.float("CHRONICLE_API_KEY_CACHE_SECONDS", default=5.0)
 CHRONICLE_FAULTS = env.list("CHRONICLE_FAULTS", default=[])
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("CHRONICLE_LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
+# Structured JSON lines in production, readable text in development (chronicle.logging_config).
+LOGGING = logging_settings(
+    env.str("CHRONICLE_LOG_FORMAT", default="text"), env.str("CHRONICLE_LOG_LEVEL", default="INFO")
+)
 
 # A file each daemon touches while its loop runs, for a container's or supervisor's
 # liveness check (chronicle.health); empty: none.

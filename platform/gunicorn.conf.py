@@ -25,6 +25,12 @@ keepalive = 75
 accesslog = os.environ.get("CHRONICLE_ACCESS_LOG", "-") or None
 errorlog = "-"
 loglevel = os.environ.get("CHRONICLE_LOG_LEVEL", "info").lower()
+# CHRONICLE_LOG_FORMAT=json: gunicorn's own lines and the access log as JSON lines too,
+# like the application's (chronicle.logging_config).
+if os.environ.get("CHRONICLE_LOG_FORMAT", "text") == "json":
+    from chronicle.logging_config import gunicorn_logconfig
+
+    logconfig_dict = gunicorn_logconfig(loglevel, access=accesslog is not None)
 
 # Bind address when not given on the command line (start_dev passes -b).
 bind = os.environ.get("CHRONICLE_BIND", "127.0.0.1:7243")
