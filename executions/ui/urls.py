@@ -11,6 +11,7 @@ from executions.ui import (
     batch,
     lists,
     live,
+    people,
     run_page,
     runs,
     schedules,
@@ -59,6 +60,7 @@ urlpatterns = [
         name="ui-settings-search-attributes",
     ),
     path("ns/<str:namespace>/settings/members/", settings.members, name="ui-settings-members"),
+    path("ns/<str:namespace>/settings/members/new/", people.new_person, name="ui-settings-new-person"),
     path("ns/<str:namespace>/settings/api-keys/", settings.api_keys, name="ui-settings-api-keys"),
     path("ns/<str:namespace>/schedules/", schedules.schedule_list, name="ui-schedules"),
     # "-/" ends a schedule id (which may hold slashes) before the action's name.
