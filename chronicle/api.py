@@ -18,6 +18,7 @@ from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
+from chronicle.db import unavailable
 from chronicle.errors import ChronicleError, ErrorCode
 
 MAX_JSON_DEPTH = 64
@@ -92,6 +93,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """Render every failure as ``{code, message, details}`` with its status."""
     if isinstance(exc, ChronicleError):
         return error_response(exc)
+    outage = unavailable(exc)
+    if outage is not None:
+        return error_response(outage)
     if isinstance(exc, Http404):
         return error_response(ChronicleError(ErrorCode.NOT_FOUND, "not found"))
     if isinstance(exc, drf_exceptions.ValidationError):

@@ -1,18 +1,24 @@
-"""Connection details for the dedicated LISTEN connections, a reachability check, and how
-daemons ride out a lost database connection."""
+"""Connection details for the dedicated LISTEN connections, a reachability check, how
+daemons ride out a lost database connection, and the fast 503 requests get while
+PostgreSQL is unreachable."""
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
 import psycopg
+import psycopg_pool
 from asgiref.sync import sync_to_async
 from django.core.management.base import CommandError
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections
+from django.db.backends.signals import connection_created
+
+from chronicle.errors import ChronicleError, ErrorCode
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -122,3 +128,85 @@ class DatabaseOutage:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+# ---------------------------------------------------------------- requests during an outage
+
+RETRY_AFTER_SECONDS = 2
+# How long a request waits for a pooled connection once one has failed to come: long
+# enough for a connection the server has just freed, short enough to answer in 2 s.
+OUTAGE_POOL_TIMEOUT = 1.0
+
+
+def unavailable(error: BaseException) -> ChronicleError | None:
+    """The 503 (``unavailable``, Retry-After) a request earns when the database failed
+    it from outside the request's control, or None for any other error.
+
+    ``OperationalError`` and ``InterfaceError`` are what Django raises for a server that
+    is down, restarting or out of connections, for a pool that handed out nothing in
+    time, and for a statement the server cancelled (a timeout, a deadlock victim): each
+    is worth retrying, none is the caller's fault nor a bug to hide behind a 500. A
+    failure to connect at all also shortens the pool's wait (:class:`_Outage`), so the
+    requests after it are answered within :data:`OUTAGE_POOL_TIMEOUT`, not the pool's
+    timeout.
+    """
+    if not isinstance(error, OperationalError | InterfaceError):
+        return None
+    if _lost_server(error.__cause__):
+        _OUTAGE.begin()
+    return ChronicleError(
+        ErrorCode.UNAVAILABLE,
+        "the database is unavailable; retry later",
+        retry_after=RETRY_AFTER_SECONDS,
+    )
+
+
+def _lost_server(cause: BaseException | None) -> bool:
+    """Whether the database error says the server is out of reach, not that a statement
+    failed: no pooled connection came in time, a connection could not be made or was
+    lost (no SQLSTATE, or class 08), or the server is shutting down or starting (57P0x)."""
+    if isinstance(cause, psycopg_pool.PoolTimeout):
+        return True
+    if not isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    state = cause.sqlstate
+    return state is None or state.startswith("08") or state.startswith("57P0")
+
+
+class _Outage:
+    """While connections fail to come, the pool waits :data:`OUTAGE_POOL_TIMEOUT` for one.
+
+    The pool's timeout (``CHRONICLE_DB_POOL_TIMEOUT``) is sized for a busy pool, where
+    waiting beats refusing; against a server that is down, every request would wait it
+    out and then fail. The first connection made again ends the outage and restores it.
+    """
+
+    def __init__(self) -> None:
+        self.saved_timeout: float | None = None
+        self.lock = threading.Lock()
+
+    def begin(self) -> None:
+        pool = getattr(connection, "pool", None)  # one pool per process, whichever thread asks
+        with self.lock:
+            if pool is None or self.saved_timeout is not None:
+                return
+            self.saved_timeout = pool.timeout
+            pool.timeout = min(pool.timeout, OUTAGE_POOL_TIMEOUT)
+            connection_created.connect(self.end, dispatch_uid=_OUTAGE_UID)
+        log.warning("the database is unreachable: requests get a 503 until it answers again")
+
+    def end(self, sender: object, connection: object, **kwargs: object) -> None:
+        pool = getattr(connection, "pool", None)
+        with self.lock:
+            saved, self.saved_timeout = self.saved_timeout, None
+            if saved is None or pool is None:
+                return
+            pool.timeout = saved
+            connection_created.disconnect(dispatch_uid=_OUTAGE_UID)
+        log.warning("the database answers again")
+
+
+_OUTAGE_UID = "chronicle-db-outage"
+
+
+_OUTAGE = _Outage()

@@ -27,6 +27,7 @@ class ErrorCode(StrEnum):
     QUERY_FAILED = "query_failed"
     DEADLINE_EXCEEDED = "deadline_exceeded"
     LIMIT_EXCEEDED = "limit_exceeded"
+    UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
 
@@ -47,6 +48,7 @@ _STATUS = {
     ErrorCode.QUERY_FAILED: 422,
     ErrorCode.DEADLINE_EXCEEDED: 504,
     ErrorCode.LIMIT_EXCEEDED: 400,
+    ErrorCode.UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,
 }
 

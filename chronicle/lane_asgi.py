@@ -27,6 +27,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core import signals
 
+from chronicle.db import unavailable
 from chronicle.errors import ChronicleError
 from chronicle.lane import Call, Reply, error_reply
 
@@ -107,9 +108,11 @@ async def serve(
         reply = await route.handler(match)(call, Trips(pool))
     except ChronicleError as error:
         reply = error_reply(error)
-    except Exception:
-        _log.exception("Internal Server Error: %s", scope["path"])
-        reply = _INTERNAL
+    except Exception as error:
+        outage = unavailable(error)
+        if outage is None:
+            _log.exception("Internal Server Error: %s", scope["path"])
+        reply = _INTERNAL if outage is None else error_reply(outage)
     if reply.status >= 400:
         _log.warning("%s: %s", HTTPStatus(reply.status).phrase, scope["path"])
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(reply.body)).encode())]

@@ -22,6 +22,7 @@ ERROR_STATUSES: dict[int, str] = {
     409: "conflicts with the execution's state",
     413: "payload too large",
     429: "rate limited (see Retry-After)",
+    503: "the database is unavailable (see Retry-After)",
 }
 
 
