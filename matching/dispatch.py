@@ -130,6 +130,17 @@ def _take_sticky_fallback(namespace: Namespace, task_queue: str, build_id: str) 
     return next(iter(taken), None)
 
 
+def sticky_poller_alive(execution: WorkflowExecution) -> bool:
+    """Whether a worker polled the run's sticky queue within ``STICKY_POLLER_LIVENESS``
+    (a waiting poll refreshes its row every few seconds)."""
+    return Poller.objects.filter(
+        namespace_id=execution.namespace_id,
+        task_queue=execution.sticky_task_queue,
+        kind=TaskKind.WORKFLOW,
+        last_seen_at__gte=timezone.now() - STICKY_POLLER_LIVENESS,
+    ).exists()
+
+
 def _queue_dispatch_rps(namespace: Namespace, task_queue: str) -> float:
     """The queue's dispatch limit (0 = none), re-read at most every few seconds per process."""
     key = (namespace.id, task_queue)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -38,6 +38,25 @@ from history.vocabulary import EventType
 log = logging.getLogger("chronicle.timers")
 _NO_RUN = ("", "None")
 ARCHIVAL_RETRY = timedelta(seconds=10)
+
+# Whether the worker of a run's sticky queue still polls it. Matching keeps the poller
+# registry and installs its check (``MatchingConfig.ready``): history may not import it.
+# Without a check, a sticky task times out after its schedule-to-start timeout, as in
+# Temporal.
+StickyPollerCheck = Callable[[WorkflowExecution], bool]
+
+
+def _no_poller_known(execution: WorkflowExecution) -> bool:
+    return False
+
+
+_sticky_poller_alive: StickyPollerCheck = _no_poller_known
+
+
+def set_sticky_poller_check(check: StickyPollerCheck) -> None:
+    """Install matching's check of a sticky queue's poller (at app start-up)."""
+    global _sticky_poller_alive
+    _sticky_poller_alive = check
 
 
 @dataclass(frozen=True)
@@ -145,8 +164,34 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask, done: list[int]) -> bool:
                 timer.fire_at = due  # a heartbeat arrived: push the check forward
                 timer.save(update_fields=["fire_at"])
                 return False
+    if kind == TimerKind.STICKY_TIMEOUT and _sticky_worker_still_polls(m, timer):
+        return False
     done.append(timer.id)
     return _HANDLERS[TimerKind(kind)](m, timer)
+
+
+def _sticky_worker_still_polls(m: ExecutionMutation, timer: TimerTask) -> bool:
+    """Leave a waiting sticky task with its worker while that worker polls its queue,
+    checking again a timeout later; True if the timer was pushed forward.
+
+    A worker that is alive but busy (a storm of timers due together) falls behind its
+    sticky queue. Timing its tasks out there would make each one an extra write, and send
+    it to a normal-queue poller that has the run in no cache and replays it from its first
+    event. A worker that stops polling is caught by matching's fallback (a normal-queue poll
+    takes a sticky task whose poller is gone) or by this timeout once the poller is gone.
+    """
+    ex = m.execution
+    waiting = (
+        ex.wft_scheduled_event_id == timer.scheduled_event_id
+        and ex.wft_attempt == timer.attempt
+        and ex.wft_started_event_id == 0
+        and ex.sticky_task_queue != ""
+    )
+    if not waiting or not _sticky_poller_alive(ex):
+        return False
+    timer.fire_at = m.now + timedelta(seconds=max(ex.sticky_schedule_to_start_timeout, 1.0))
+    timer.save(update_fields=["fire_at"])
+    return True
 
 
 def _expire(m: ExecutionMutation, timer: TimerTask) -> bool:
