@@ -17,6 +17,7 @@ from django.utils import timezone
 from executions.models import AuditAction, AuditEntry
 from namespaces.models import ApiKey, MemberRole, Membership, Namespace, OperatorKey, Role, TaskQueueLimit
 from namespaces.operator_keys import operator_key_issue
+from tests.asgi_client import asgi_request
 from tests.factories import ApiKeyFactory, NamespaceFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -431,4 +432,31 @@ def test_the_schema_describes_the_provisioning_endpoints() -> None:
     body = create["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     assert {"name", "retention_days", "request_rps"} <= set(
         schema["components"]["schemas"][body]["properties"]
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_frontends_asgi_app_routes_every_provisioning_path_past_the_lean_lane() -> None:
+    """Through ``chronicle.asgi.application`` (the lane in front of Django): each path
+    reaches its provisioning view; none is taken by a lane route."""
+    tenant = NamespaceFactory()
+    admin_key = ApiKeyFactory(namespace=tenant, roles=[Role.ADMIN])
+    user = UserFactory(is_superuser=True)
+    _, operator_raw = operator_key_issue(username=user.username, name="asgi")
+    ns = f"{API}/{tenant.name}"
+    as_admin = {"authorization": admin_key.authorization}
+    assert asgi_request("GET", API, authorization=f"Bearer {operator_raw}").status_code == 200
+    assert asgi_request("GET", ns, **as_admin).json()["name"] == tenant.name
+    assert "api_keys" in asgi_request("GET", f"{ns}/api-keys", **as_admin).json()
+    assert asgi_request("GET", f"{ns}/members", **as_admin).json() == {"members": []}
+    limit = asgi_request(
+        "PUT", f"{ns}/task-queues/orders/limits", json.dumps({"dispatch_rps": 4}), **as_admin
+    )
+    assert limit.status_code == 200, limit.content
+    assert TaskQueueLimit.objects.get(namespace=tenant, task_queue="orders").dispatch_rps == 4
+    assert (
+        asgi_request("GET", f"{ns}/task-queue-limits", **as_admin).json()["task_queue_limits"][0][
+            "task_queue"
+        ]
+        == "orders"
     )
