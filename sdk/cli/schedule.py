@@ -183,9 +183,49 @@ def _summary(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def readable(row: dict[str, Any]) -> dict[str, Any]:
+    """A schedule's description as ``describe``'s table shows it: one field a line, the
+    nested definition spread out (json and jsonl print the description as it is)."""
+    if "schedule" not in row:
+        return row  # not a description (delete's answer)
+    definition, info = row.get("schedule") or {}, row.get("info") or {}
+    spec, action = definition.get("spec") or {}, definition.get("action") or {}
+    policy, state = definition.get("policy") or {}, definition.get("state") or {}
+    intervals = [
+        f"every {i.get('every')}s offset {i.get('offset') or 0}s" for i in spec.get("intervals") or []
+    ]
+    recent = info.get("recent_actions") or []
+    return {
+        "schedule_id": row.get("schedule_id"),
+        "paused": bool(state.get("paused")),
+        "notes": state.get("note") or "",
+        "cron": ", ".join(spec.get("cron_expressions") or []),
+        "intervals": ", ".join(intervals),
+        "calendars": spec.get("calendars") or None,
+        "time_zone": spec.get("time_zone_name"),
+        "start_at": spec.get("start_at"),
+        "end_at": spec.get("end_at"),
+        "workflow_type": action.get("workflow_type"),
+        "workflow_id": action.get("workflow_id"),
+        "task_queue": action.get("task_queue"),
+        "input": action.get("input"),
+        "overlap_policy": policy.get("overlap"),
+        "catchup_window": policy.get("catchup_window"),
+        "pause_on_failure": policy.get("pause_on_failure"),
+        "remaining_actions": state.get("remaining_actions") if state.get("limited_actions") else None,
+        "num_actions": info.get("num_actions"),
+        "running": [a.get("workflow_id") for a in info.get("running_actions") or []],
+        "last_action": recent[-1] if recent else None,
+        "next_actions": (info.get("next_action_times") or [])[:3],
+        "memo": row.get("memo"),
+    }
+
+
 def _show(ctx: click.Context, client_call: Callable[[Client], Any]) -> None:
-    """Run ``client_call`` (which writes), then print the schedule it names as it is now."""
-    emit(format_record(run(ctx, client_call), options(ctx).output))
+    """Run ``client_call`` (which writes, then describes), and print the schedule as it is now."""
+    fmt = options(ctx).output
+    described = run(ctx, client_call)
+    emit(format_record(readable(described) if fmt == "table" else described, fmt))
 
 
 @schedule.command()

@@ -16,6 +16,7 @@ from sdk.cli.errors import ExitCode, code_for_status, translate
 from sdk.cli.history import decode_payloads, event_line, event_row
 from sdk.cli.inputs import duration, json_inputs, key_values, upper_snake
 from sdk.cli.output import Column, cell, format_record, format_rows, jsonable
+from sdk.cli.schedule import readable
 from sdk.converter import default_converter
 from sdk.exceptions import ApplicationError, RPCError, WorkflowFailureError
 
@@ -162,3 +163,29 @@ def test_events_read_with_their_payloads_decoded() -> None:
 def test_batch_progress_line() -> None:
     job = {"job_id": "j1", "operation": "terminate", "total": 10, "done": 4, "failed": 1, "progress": 0.5}
     assert progress_line({**job, "state": "Running"}) == "job j1: terminate 4/10 done, 1 failed (50%) Running"
+
+
+def test_a_schedule_description_reads_one_field_a_line() -> None:
+    described = {
+        "schedule_id": "nightly",
+        "conflict_token": 3,
+        "memo": {},
+        "schedule": {
+            "spec": {"cron_expressions": ["0 3 * * *"], "intervals": [{"every": 7200.0, "offset": 900.0}]},
+            "action": {"workflow_type": "Report", "workflow_id": "nightly-report", "task_queue": "reports"},
+            "policy": {"overlap": "SKIP"},
+            "state": {"paused": True, "note": "maintenance", "limited_actions": False},
+        },
+        "info": {
+            "num_actions": 2,
+            "recent_actions": [{"workflow_id": "a"}, {"workflow_id": "b"}],
+            "next_action_times": ["t1", "t2", "t3", "t4"],
+        },
+    }
+    fields = readable(described)
+    assert fields["cron"] == "0 3 * * *" and fields["intervals"] == "every 7200.0s offset 900.0s"
+    assert fields["paused"] is True and fields["notes"] == "maintenance"
+    assert fields["workflow_type"] == "Report" and fields["overlap_policy"] == "SKIP"
+    assert fields["last_action"] == {"workflow_id": "b"} and fields["next_actions"] == ["t1", "t2", "t3"]
+    assert fields["remaining_actions"] is None
+    assert readable({"schedule_id": "x", "deleted": True}) == {"schedule_id": "x", "deleted": True}
