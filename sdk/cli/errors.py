@@ -80,6 +80,9 @@ def translate(exc: BaseException) -> CliError | None:
     if isinstance(exc, CliError):
         return exc
     if isinstance(exc, RPCError):
+        if exc.code == "deadline_exceeded":
+            # The server is there; what it waited for (a worker's answer) did not come.
+            return CliError(f"timed out: {exc.message}", ExitCode.FAILED)
         code = code_for_status(exc.status)
         label = _LABELS.get(code, f"HTTP {exc.status}")
         detail = f" [{exc.code}]" if exc.code else ""

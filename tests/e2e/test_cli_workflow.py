@@ -232,6 +232,15 @@ def test_errors_have_their_exit_codes(stack: Stack, tenant: Tenant, tmp_path: Pa
     bad_query = chronicle(env, "workflow", "list", "-q", "WorkflowType = ")
     assert bad_query.returncode == 2 and "invalid" in bad_query.stderr
 
+    # a query nobody answers: the server times it out (the stack waits 3 s), exit 1
+    ok_json(
+        chronicle(
+            env, "workflow", "start", "--type", "CliWaiter", "-t", "no-worker", "-w", "lonely", "-o", "json"
+        )
+    )
+    unanswered = chronicle(env, "workflow", "query", "-w", "lonely", "--type", "items")
+    assert unanswered.returncode == 1 and "timed out" in unanswered.stderr
+
     closed_port = chronicle({**env, "CHRONICLE_URL": "http://127.0.0.1:9"}, "workflow", "list")
     assert closed_port.returncode == 6 and "server unavailable" in closed_port.stderr
 

@@ -118,6 +118,9 @@ def test_exceptions_translate_to_a_message_and_a_code() -> None:
     assert down is not None and down.exit_code == 6
     assert "http://127.0.0.1:9/" in down.message and "connection refused" in down.message
 
+    no_worker = translate(RPCError("no worker answered the query", status=504, code="deadline_exceeded"))
+    assert no_worker is not None and no_worker.exit_code == 1 and no_worker.message.startswith("timed out")
+
     assert translate(KeyError("a bug")) is None, "a bug keeps its traceback"
 
 
