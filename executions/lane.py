@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -37,7 +38,7 @@ from executions.lane_bodies import (
 )
 from history import kernel
 from history.kernel.wakeups import close_wakeup_key
-from history.models import WorkflowExecution
+from history.models import ExecutionStatus, WorkflowExecution
 from matching.longpoll import hub
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import ApiKey, Namespace
@@ -54,26 +55,77 @@ def _gate(call: Call, *methods: str) -> tuple[ApiKey, Namespace]:
     return key, access_namespace(key, call.params["namespace"], "client")
 
 
-def start(call: Call) -> Reply:
+@dataclass
+class Started:
+    """A start's answer and, when its caller asked to wait for the run's close, the read
+    that waits for it."""
+
+    answer: dict[str, Any]
+    status: int
+    wait_for_close: float = 0.0
+    read: CloseRead | None = None
+    look_first: bool = True
+
+    @classmethod
+    def of(cls, namespace: Namespace, body: StartWorkflowRequest, result: kernel.StartResult) -> Started:
+        answer: dict[str, Any] = {"run_id": result.run_id, "started": result.started}
+        status = 201 if result.started else 200
+        if body.wait_for_close <= 0:
+            return cls(answer, status)
+        # A run this call created runs, and its close will be notified: the wait needs no
+        # first look. A run found (a retried start, an existing run used) is looked at.
+        running = selectors.RunClose(uuid.UUID(str(result.run_id)), ExecutionStatus.RUNNING, None, None)
+        read = CloseRead(namespace, body.workflow_id, running, conninfo=listen_conninfo())
+        return cls(answer, status, body.wait_for_close, read, look_first=not result.created)
+
+
+def _start(call: Call) -> Started:
     """Start a run; with ``request_eager_execution`` (a key with the worker role too) the
     answer carries the run's first workflow task."""
     key, ns = _gate(call, "POST")
     body = decode_body(call.body, StartWorkflowRequest)
     if body.request_eager_execution and "worker" not in key.roles:
         raise ChronicleError(ErrorCode.PERMISSION_DENIED, "eager start needs the 'worker' role")
-    result = kernel.start_workflow_execution(ns, kernel.StartRequest(**body.fields()))
-    answer: dict[str, Any] = {"run_id": result.run_id, "started": result.started}
+    if body.request_eager_execution and body.wait_for_close > 0:
+        # The caller would hold the run's first task while waiting for the run to close.
+        message = "request_eager_execution and wait_for_close exclude each other"
+        raise invalid(message, fields={"wait_for_close": [message]})
+    result = kernel.start_workflow_execution(ns, kernel.StartRequest(**body.start_fields()))
+    started = Started.of(ns, body, result)
     if result.eager_workflow_task is not None:
-        answer["eager_workflow_task"] = result.eager_workflow_task
-    return Reply(201 if result.started else 200, encode(answer))
+        started.answer["eager_workflow_task"] = result.eager_workflow_task
+    return started
 
 
-def signal_with_start(call: Call) -> Reply:
+def _signal_with_start(call: Call) -> Started:
     _, ns = _gate(call, "POST")
-    values = decode_body(call.body, SignalWithStartRequest).fields()
+    body = decode_body(call.body, SignalWithStartRequest)
+    values = body.start_fields()
     signal = (values.pop("signal_name"), values.pop("signal_input"), values.get("request_id", ""))
     result = kernel.start_workflow_execution(ns, kernel.StartRequest(**values), signal=signal)
-    return Reply(200, encode({"run_id": result.run_id, "started": result.started}))
+    started = Started.of(ns, body, result)
+    started.status = 200
+    return started
+
+
+async def _started_answer(started: Started, trips: Trips) -> Reply:
+    """The start's answer; if its caller asked, held until the run closes (or the wait
+    ends) and carrying the close page under ``close``: a caller that wants the result
+    then makes one call, not two."""
+    read = started.read
+    if read is not None:
+        await _wait(read, started.wait_for_close, trips, look_first=started.look_first)
+        if not read.waits():
+            started.answer["close"] = read.page()
+    return Reply(started.status, encode(started.answer))
+
+
+async def start(call: Call, trips: Trips) -> Reply:
+    return await _started_answer(await trips.run(_start, call), trips)
+
+
+async def signal_with_start(call: Call, trips: Trips) -> Reply:
+    return await _started_answer(await trips.run(_signal_with_start, call), trips)
 
 
 def signal(call: Call) -> Reply:
@@ -145,26 +197,31 @@ class CloseRead:
         return self.run.closed
 
     async def answer(self, trips: Trips) -> Reply:
+        return Reply(200, encode(self.page()))
+
+    def page(self) -> dict[str, Any]:
+        """The close page, from the last look."""
         run = self.run
         events = [run.close_event] if run.close_event is not None else []
-        return _history_reply(events, None, run.status, run.run_id, run.new_run_id)
+        return _history_page(events, None, run.status, run.run_id, run.new_run_id)
 
 
 def _history_reply(
     events: list[dict[str, Any]], cursor: int | None, status: str, run_id: object, new_run_id: object
 ) -> Reply:
-    return Reply(
-        200,
-        encode(
-            {
-                "events": events,
-                "next_after_event_id": cursor,
-                "status": status,
-                "run_id": str(run_id),
-                "new_run_id": str(new_run_id) if new_run_id else None,
-            }
-        ),
-    )
+    return Reply(200, encode(_history_page(events, cursor, status, run_id, new_run_id)))
+
+
+def _history_page(
+    events: list[dict[str, Any]], cursor: int | None, status: str, run_id: object, new_run_id: object
+) -> dict[str, Any]:
+    return {
+        "events": events,
+        "next_after_event_id": cursor,
+        "status": status,
+        "run_id": str(run_id),
+        "new_run_id": str(new_run_id) if new_run_id else None,
+    }
 
 
 def _read_history(call: Call) -> tuple[HistoryParams, HistoryRead | CloseRead]:
@@ -192,16 +249,34 @@ async def history(call: Call, trips: Trips) -> Reply:
     """Page through a run's history; with ``wait_new_event``, wait for new events (or, for
     ``CLOSE_EVENT``, for the close) up to the caller's timeout capped by the server's."""
     params, read = await trips.run(_read_history, call)
-    if params.wait_new_event and read.waits():
-        hub.ensure_listening(read.conninfo)
+    if params.wait_new_event:
         limit = engine_settings().history_wait_seconds
-        deadline = time.monotonic() + float(min(params.timeout or limit, limit))
-        recheck = engine_settings().safety_recheck_seconds
-        while read.waits() and (remaining := deadline - time.monotonic()) > 0:
-            # The look runs after the wait is registered: a notification sent while it
-            # reads is not missed.
-            await hub.wait(read.wakeup_key(), min(remaining, recheck), ready=partial(trips.run, read.look))
+        await _wait(read, params.timeout or limit, trips)
     return await read.answer(trips)
+
+
+async def _wait(
+    read: HistoryRead | CloseRead, seconds: float, trips: Trips, *, look_first: bool = True
+) -> None:
+    """Wait while ``read`` waits, up to ``seconds`` capped by the server's history wait.
+
+    Each round looks again once its wait is registered, so a notification sent while it
+    reads is not missed. Without ``look_first`` the first round only waits: for a run whose
+    start has just been answered by this process, whose close cannot have been notified
+    before the wait began but in a window of one event-loop turn, and even then the safety
+    re-check finds it.
+    """
+    if not read.waits():
+        return
+    hub.ensure_listening(read.conninfo)
+    limit = engine_settings().history_wait_seconds
+    deadline = time.monotonic() + float(min(seconds, limit))
+    recheck = engine_settings().safety_recheck_seconds
+    look = partial(trips.run, read.look)
+    ready = look if look_first else None
+    while read.waits() and (remaining := deadline - time.monotonic()) > 0:
+        await hub.wait(read.wakeup_key(), min(remaining, recheck), ready=ready)
+        ready = look
 
 
 def _always(handler: Handler) -> Callable[[re.Match[str]], Handler]:
@@ -211,7 +286,7 @@ def _always(handler: Handler) -> Callable[[re.Match[str]], Handler]:
 _RUN_CALLS: dict[str, Handler] = {"signal": one_trip(signal), "history": history}
 ROUTES = [
     # POST only: the list (GET) of the same URL stays a DRF view.
-    Route(re.compile(NS + r"workflows\Z"), _always(one_trip(start)), methods=frozenset({"POST"})),
-    Route(re.compile(NS + r"signal-with-start\Z"), _always(one_trip(signal_with_start))),
+    Route(re.compile(NS + r"workflows\Z"), _always(start), methods=frozenset({"POST"})),
+    Route(re.compile(NS + r"signal-with-start\Z"), _always(signal_with_start)),
     Route(re.compile(RUN + r"(?P<call>signal|history)\Z"), lambda match: _RUN_CALLS[match["call"]]),
 ]

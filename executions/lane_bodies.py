@@ -49,6 +49,20 @@ class StartWorkflowRequest(ClientBody, kw_only=True):
     cron_schedule: Annotated[str, msgspec.Meta(max_length=1000, description=CRON_HELP)] = ""
     identity: OptionalText = ""
     request_eager_execution: bool = False
+    wait_for_close: Annotated[
+        Seconds,
+        msgspec.Meta(
+            description="hold the answer up to this many seconds (capped by the server's history "
+            "wait) for the run to close; the answer then carries the close as `close`, sparing "
+            "the result wait its own call"
+        ),
+    ] = 0.0
+
+    def start_fields(self) -> dict[str, Any]:
+        """The fields the kernel's start takes (all but the answer's wait)."""
+        fields = self.fields()
+        fields.pop("wait_for_close", None)
+        return fields
 
 
 class SignalWithStartRequest(StartWorkflowRequest, kw_only=True):

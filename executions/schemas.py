@@ -13,19 +13,6 @@ from rest_framework import serializers
 from matching.schemas import HistoryEventSerializer, WorkflowTaskSerializer
 
 
-class StartResponseSerializer(serializers.Serializer[Any]):
-    run_id = serializers.UUIDField()
-    started = serializers.BooleanField(help_text="false when an existing run was reused")
-    eager_workflow_task = WorkflowTaskSerializer(
-        required=False, help_text="present when eager execution was requested and granted"
-    )
-
-
-class SignalWithStartResponseSerializer(serializers.Serializer[Any]):
-    run_id = serializers.UUIDField()
-    started = serializers.BooleanField()
-
-
 class ExecutionSummarySerializer(serializers.Serializer[Any]):
     workflow_id = serializers.CharField()
     run_id = serializers.UUIDField()
@@ -126,6 +113,24 @@ class HistoryPageSerializer(serializers.Serializer[Any]):
     status = serializers.CharField()
     run_id = serializers.UUIDField()
     new_run_id = serializers.UUIDField(allow_null=True)
+
+
+CLOSE_HELP = "present when wait_for_close was asked and the run closed within it: its close page"
+
+
+class StartResponseSerializer(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField()
+    started = serializers.BooleanField(help_text="false when an existing run was reused")
+    eager_workflow_task = WorkflowTaskSerializer(
+        required=False, help_text="present when eager execution was requested and granted"
+    )
+    close = HistoryPageSerializer(required=False, help_text=CLOSE_HELP)
+
+
+class SignalWithStartResponseSerializer(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField()
+    started = serializers.BooleanField()
+    close = HistoryPageSerializer(required=False, help_text=CLOSE_HELP)
 
 
 class StoredPayloadSerializer(serializers.Serializer[Any]):

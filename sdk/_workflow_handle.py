@@ -64,12 +64,15 @@ class WorkflowHandle:
         run_id: str | None,
         result_run_id: str | None,
         result_type: Any = None,
+        close_page: dict[str, Any] | None = None,
     ) -> None:
         self.client = client
         self.id = workflow_id
         self.run_id = run_id
         self.result_run_id = result_run_id
         self.result_type = result_type
+        # The run's close, when its start waited for it (the history read's close page).
+        self._close_page_at_start = close_page
 
     def _path(self, suffix: str = "", run_id: str | None = None) -> str:
         path = f"/workflows/{quote(self.id, safe='')}"
@@ -79,7 +82,11 @@ class WorkflowHandle:
         return path + suffix
 
     async def result(self, *, follow_runs: bool = True) -> Any:
-        """Wait for the run to close and return its result; follows continue-as-new and retries."""
+        """Wait for the run to close and return its result; follows continue-as-new and retries.
+
+        A handle whose start waited for the close (``execute_workflow``) starts from the
+        close it got: no further call unless the run carried on as another.
+        """
         run_id = self.result_run_id
         local = await self.client.local_closes.wait(run_id)
         if local is not None:
@@ -88,31 +95,37 @@ class WorkflowHandle:
                 return self._close_outcome(event)
             run_id = local["new_run_id"]
         after = 0
+        page = self._close_page_at_start
         while True:
-            page = (
-                await self.client.transport.get(
-                    self._path("/history", run_id),
-                    params={
-                        "after_event_id": after,
-                        "wait_new_event": True,
-                        "timeout": HISTORY_WAIT_SECONDS,
-                        # One answer when the run closes, not one per event it appends.
-                        "history_event_filter_type": "CLOSE_EVENT",
-                    },
-                    timeout=HISTORY_WAIT_SECONDS + 30,
-                )
-                or {}
-            )
+            if page is None:
+                page = await self._close_page(run_id, after)
             run_id = run_id or page.get("run_id")
             events = await self.client.payload_refs.resolve(page.get("events") or [])
+            new_run_id = page.get("new_run_id")
+            page = None
             for event in events:
                 after = max(after, int(event["event_id"]))
                 if event["event_type"] not in CLOSE_EVENTS:
                     continue
-                if follow_runs and page.get("new_run_id"):
-                    run_id, after = page["new_run_id"], 0
+                if follow_runs and new_run_id:
+                    run_id, after = new_run_id, 0
                     break
                 return self._close_outcome(event)
+
+    async def _close_page(self, run_id: str | None, after: int) -> dict[str, Any]:
+        """Wait for the run's close (a long-poll of its close event)."""
+        page = await self.client.transport.get(
+            self._path("/history", run_id),
+            params={
+                "after_event_id": after,
+                "wait_new_event": True,
+                "timeout": HISTORY_WAIT_SECONDS,
+                # One answer when the run closes, not one per event it appends.
+                "history_event_filter_type": "CLOSE_EVENT",
+            },
+            timeout=HISTORY_WAIT_SECONDS + 30,
+        )
+        return page or {}
 
     def _close_outcome(self, event: dict[str, Any]) -> Any:
         kind, attrs = event["event_type"], event.get("attributes") or {}

@@ -26,7 +26,7 @@ from sdk._listing import WorkflowExecutionAsyncIterator as WorkflowExecutionAsyn
 from sdk._local_closes import LocalCloses
 from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.replayer import WorkflowHistory
-from sdk._workflow_handle import NO_ARG
+from sdk._workflow_handle import HISTORY_WAIT_SECONDS, NO_ARG
 from sdk._workflow_handle import WorkflowHandle as WorkflowHandle
 from sdk.common import RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
@@ -222,6 +222,7 @@ class Client:
         start_signal: str | None = None,
         start_signal_args: Sequence[Any] = (),
         request_eager_start: bool = False,
+        _wait_for_close: float = 0.0,
     ) -> WorkflowHandle:
         """Start a workflow, or signal-with-start it given ``start_signal``.
 
@@ -229,6 +230,9 @@ class Client:
         this process and has a free slot, the server hands the first workflow task back in
         the start response and that worker runs it at once, skipping a dispatch through the
         task queue. Otherwise (or if the server declines) the start is an ordinary one.
+
+        ``_wait_for_close`` (what ``execute_workflow`` sends): the server holds its answer up
+        to that many seconds for the run's close, which the handle keeps for ``result()``.
         """
         body = self._start_body(
             workflow,
@@ -257,8 +261,13 @@ class Client:
         if request_eager_start and start_signal is None:
             eager = await self._reserve_eager_runner(task_queue)
             body["request_eager_execution"] = eager is not None
+        options: dict[str, Any] = {}
+        if _wait_for_close > 0 and eager is None:
+            # (A run started eagerly here closes in this process: its result needs no call.)
+            body["wait_for_close"] = _wait_for_close
+            options["timeout"] = _wait_for_close + 30
         try:
-            answer = await self.transport.post(path, body) or {}
+            answer = await self.transport.post(path, body, **options) or {}
         except BaseException as exc:
             if eager is not None:
                 eager.release_slot()
@@ -278,14 +287,20 @@ class Client:
         if result_type is None and not isinstance(workflow, str):
             result_type = return_hint(workflow)
         return WorkflowHandle(
-            self, id, run_id=answer.get("run_id"), result_run_id=answer.get("run_id"), result_type=result_type
+            self,
+            id,
+            run_id=answer.get("run_id"),
+            result_run_id=answer.get("run_id"),
+            result_type=result_type,
+            close_page=answer.get("close"),
         )
 
     async def execute_workflow(
         self, workflow: str | Callable[..., Any], arg: Any = None, **options: Any
     ) -> Any:
-        """Start a workflow and wait for its result."""
-        handle = await self.start_workflow(workflow, arg, **options)
+        """Start a workflow and wait for its result: one call when the run closes within the
+        server's wait, since the start's answer then carries the close."""
+        handle = await self.start_workflow(workflow, arg, _wait_for_close=HISTORY_WAIT_SECONDS, **options)
         return await handle.result()
 
     async def signal_with_start(

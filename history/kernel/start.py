@@ -89,9 +89,13 @@ class StartRequest:
 
 @dataclass(frozen=True)
 class StartResult:
+    """``started``: the run was started by this request (now or, retried with its request id,
+    earlier); ``created``: by this very call, so it is running and nobody has seen it yet."""
+
     run_id: str
     started: bool
     eager_workflow_task: dict[str, Any] | None = None
+    created: bool = True
 
 
 def _already_started(current: WorkflowExecution) -> ChronicleError:
@@ -351,14 +355,14 @@ def _start_txn(
         .first()
     )
     if current is not None and req.request_id and current.create_request_id == req.request_id:
-        return StartResult(str(current.run_id), started=True)
+        return StartResult(str(current.run_id), started=True, created=False)
     if current is not None and current.is_running:
         if conflict == "USE_EXISTING":
             if signal:
                 mutation = ExecutionMutation(current, namespace)
                 apply_signal(mutation, *signal, identity=req.identity)
                 mutation.save()
-            return StartResult(str(current.run_id), started=False)
+            return StartResult(str(current.run_id), started=False, created=False)
         if conflict == "FAIL":
             raise _already_started(current)
         min_interval = namespace.workflow_id_reuse_minimal_interval
