@@ -88,11 +88,12 @@ def _reporter(fmt: str) -> tuple[Callable[[dict[str, Any]], None], Callable[[], 
         return (lambda job: emit(format_line(job))), (lambda: None)
     if not sys.stderr.isatty():
         return (lambda job: note(progress_line(job))), (lambda: None)
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        transient=False,
+        console=Console(stderr=True), transient=False,
     )  # fmt: skip
     bar.start()
     task = bar.add_task("batch", total=None)

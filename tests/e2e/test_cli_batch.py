@@ -5,6 +5,10 @@ custom search attributes used by a start and a list."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 import uuid
 
 from tests.conftest import Stack, Tenant
@@ -67,6 +71,35 @@ def test_batch_terminate_with_progress_then_list_and_describe(
 
     missing = chronicle(env, "batch", "describe", "--job-id", "no-such-job")
     assert missing.returncode == 3
+
+
+def test_on_a_terminal_progress_is_a_bar_on_stderr(stack: Stack, tenant: Tenant, queue: str) -> None:
+    env = cli_env(stack, tenant)
+    kind = f"Batch{uuid.uuid4().hex[:6]}"
+    _start_runs(env, kind, queue, 5)
+    terminal, side = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sdk.cli", "batch", "start", "--operation", "terminate", "-q",
+             f"WorkflowType = '{kind}'", "--reason", "r", "--rps", "2", "--wait", "-o", "json"],
+            env=env, cwd="/", stdout=subprocess.PIPE, stderr=side, text=True, timeout=90,
+        )  # fmt: skip
+    finally:
+        os.close(side)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(terminal, 65536)
+        except OSError:  # the terminal's other side is closed: all of it was read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(terminal)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["done"] == 5, "stdout holds only the result"
+    text = shown.decode(errors="replace")
+    assert "terminate Running" in text and "5/5" in text and "━" in text
 
 
 def test_batch_signal_and_stop(stack: Stack, tenant: Tenant, queue: str) -> None:
