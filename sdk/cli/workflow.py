@@ -244,10 +244,10 @@ def show(ctx: click.Context, workflow_id: str, run_id: str | None, follow: bool)
 
     async def call(client: Client) -> list[dict[str, Any]]:
         kept: list[dict[str, Any]] = []
-        if fmt == "table":
-            emit(EVENT_HEADER + "\n")
         async for event in history_events(client, workflow_id, run_id, follow=follow):
             if fmt == "table":
+                if event.get("event_id") == 1:  # the header once the run is known to exist
+                    emit(EVENT_HEADER + "\n")
                 emit(event_line(event_row(event, client.data_converter)) + "\n")
             elif fmt == "jsonl":
                 emit(format_line(event))
@@ -268,10 +268,20 @@ def show(ctx: click.Context, workflow_id: str, run_id: str | None, follow: bool)
 def list_(ctx: click.Context, query: str, limit: int | None) -> None:
     """List workflow executions matching a visibility query, newest first."""
 
-    async def call(client: Client) -> list[dict[str, Any]]:
-        return [row.raw async for row in client.list_workflows(query, limit=limit, page_size=100)]
+    fmt = options(ctx).output
 
-    emit(format_rows(run(ctx, call), LIST_COLUMNS, options(ctx).output))
+    async def call(client: Client) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        async for row in client.list_workflows(query, limit=limit, page_size=100):
+            if fmt == "jsonl":  # a line as each row comes: a long list starts printing at once
+                emit(format_line(row.raw))
+            else:
+                rows.append(row.raw)
+        return rows
+
+    rows = run(ctx, call)
+    if fmt != "jsonl":
+        emit(format_rows(rows, LIST_COLUMNS, fmt))
 
 
 @workflow.command()

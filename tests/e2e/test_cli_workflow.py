@@ -215,6 +215,8 @@ def test_errors_have_their_exit_codes(stack: Stack, tenant: Tenant, tmp_path: Pa
     env = cli_env(stack, tenant)
     missing = chronicle(env, "workflow", "describe", "-w", "no-such-workflow")
     assert missing.returncode == 3 and "not found" in missing.stderr
+    no_history = chronicle(env, "workflow", "show", "-w", "no-such-workflow")
+    assert no_history.returncode == 3 and no_history.stdout == ""
 
     bad_key = chronicle({**env, "CHRONICLE_API_KEY": "chr_not_a_key"}, "workflow", "list")
     assert bad_key.returncode == 4 and "unauthenticated" in bad_key.stderr
