@@ -41,7 +41,10 @@ LIST_COLUMNS = [
 
 @click.group(name="batch")
 def batch() -> None:
-    """Cancel, terminate, signal or reset every workflow a query selects, as one job."""
+    """Jobs over every workflow a query selects.
+
+    Cancel, terminate, signal or reset each run, at a bounded rate, on the server.
+    """
 
 
 def _job_path(job_id: str, suffix: str = "") -> str:

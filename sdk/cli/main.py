@@ -18,7 +18,11 @@ PROG = "chronicle"
 
 
 class RootGroup(click.Group):
-    """Turns the SDK's exceptions into ``Error: ...`` and the exit code a script can test."""
+    """Turns the SDK's exceptions into ``Error: ...`` and the exit code a script can test;
+    lists its groups in the registry's order."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -42,7 +42,10 @@ SPEC_FLAGS = ("cron", "interval", "calendar")
 
 @click.group(name="schedule")
 def schedule() -> None:
-    """Create and manage schedules that start workflows on a cron, interval or calendar."""
+    """Schedules that start workflows on a timetable.
+
+    A cron expression, an interval or a calendar spec says when.
+    """
 
 
 def _schedule_id(command: F) -> F:

@@ -20,7 +20,7 @@ COLUMNS = [Column("Name", "name"), Column("Type", "type"), Column("Kind", "kind"
 
 @click.group(name="search-attribute")
 def search_attribute() -> None:
-    """Register, list and remove the namespace's custom search attributes."""
+    """The namespace's custom search attributes."""
 
 
 def _rows(listing: dict[str, Any]) -> list[dict[str, str]]:

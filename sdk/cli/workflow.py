@@ -39,7 +39,7 @@ RESET_TYPES = ("FirstWorkflowTask", "LastWorkflowTask")
 
 @click.group(name="workflow")
 def workflow() -> None:
-    """Start, signal, query, inspect and end workflow executions."""
+    """Start, signal, query, inspect and end workflows."""
 
 
 def _execution(command: F) -> F:
