@@ -288,3 +288,13 @@ def test_help_and_completion_need_no_server() -> None:
         assert group in done.stdout
     script = chronicle(env, "completion", "bash")
     assert script.returncode == 0 and "_CHRONICLE_COMPLETE" in script.stdout
+    # what the script asks the tool when Tab is pressed after `chronicle workflow sh`
+    asked = {
+        **env,
+        "_CHRONICLE_COMPLETE": "bash_complete",
+        "COMP_WORDS": "chronicle workflow sh",
+        "COMP_CWORD": "2",
+    }
+    assert chronicle(asked).stdout.split() == ["plain,show"]
+    asked = {**asked, "COMP_WORDS": "chronicle workflow list -o ", "COMP_CWORD": "4"}
+    assert chronicle(asked).stdout.split() == ["plain,table", "plain,json", "plain,jsonl"]
