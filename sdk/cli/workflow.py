@@ -340,7 +340,7 @@ def terminate(ctx: click.Context, workflow_id: str, run_id: str | None, reason: 
 @workflow.command()
 @_execution
 @click.option("-e", "--event-id", type=click.IntRange(min=1), help="A WorkflowTaskCompleted event id.")
-@click.option("--type", "reset_type", type=click.Choice(RESET_TYPES), help="Or a reset point by kind.")
+@click.option("-t", "--type", "reset_type", type=click.Choice(RESET_TYPES), help="Or a reset point by kind.")
 @click.option("--reason", required=True, help="Why (recorded on both runs).")
 @click.option(
     "--reapply-type",

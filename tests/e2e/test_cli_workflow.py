@@ -205,6 +205,16 @@ def test_cancel_terminate_and_reset(stack: Stack, tenant: Tenant, queue: str) ->
         assert described["status"] == "Terminated" and described["run_id"] == reset["run_id"]
         assert chronicle(env, "workflow", "result", "-w", ended).returncode == 1
 
+        neither = chronicle(env, "workflow", "reset", "-w", ended, "--reason", "x")
+        assert neither.returncode == 2 and "exactly one" in neither.stderr
+        # event 1 is the start, not a workflow task's completion: the server refuses the point
+        wrong_point = chronicle(env, "workflow", "reset", "-w", ended, "-e", "1", "--reason", "x")
+        assert wrong_point.returncode == 2 and "invalid request" in wrong_point.stderr
+        by_event = ok_json(
+            chronicle(env, "workflow", "reset", "-w", ended, "-e", "4", "--reason", "x", "-o", "json")
+        )
+        assert by_event["run_id"] not in (reset["run_id"], None)
+
 
 def _history_has(env: dict[str, str], wid: str, event_type: str) -> bool:
     done = chronicle(env, "workflow", "show", "-w", wid, "-o", "jsonl")
