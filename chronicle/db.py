@@ -8,12 +8,14 @@ import functools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 import psycopg_pool
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, connections
 from django.db.backends.signals import connection_created
@@ -210,3 +212,81 @@ _OUTAGE_UID = "chronicle-db-outage"
 
 
 _OUTAGE = _Outage()
+
+
+# ---------------------------------------------------------------- protective timeouts
+
+ROLE_VARIABLE = "CHRONICLE_DB_ROLE"
+# Per process role: how long a statement may wait for a lock, run, or leave a transaction
+# idle before PostgreSQL ends it. A stuck or paused process (SIGSTOP, a debugger, a lost
+# network) otherwise holds its row locks for ever, and every request needing those rows
+# waits behind it; with these bounds the others get a 503 to retry in seconds. Daemons
+# run the long statements (retention, archival), so theirs are looser.
+PROTECTIVE_TIMEOUTS: dict[str, dict[str, str]] = {
+    "frontend": {
+        "lock_timeout": "5s",
+        "statement_timeout": "30s",
+        "idle_in_transaction_session_timeout": "60s",
+    },
+    "daemon": {
+        "lock_timeout": "10s",
+        "statement_timeout": "5min",
+        "idle_in_transaction_session_timeout": "2min",
+    },
+}
+_PROTECTION_UID = "chronicle-db-protection"
+
+
+def protect_connections(timeouts: dict[str, str] | None) -> None:
+    """Give every connection this process makes ``timeouts`` (session settings), and check
+    on each that ``synchronous_commit`` is on; None removes the protection.
+
+    Set once per physical connection, as it is first handed out: a pooled connection keeps
+    its session settings between requests, so the hot path pays nothing.
+    """
+    connection_created.disconnect(dispatch_uid=_PROTECTION_UID)
+    if timeouts is not None:
+        connection_created.connect(_Protection(timeouts), weak=False, dispatch_uid=_PROTECTION_UID)
+
+
+def protect_by_role(role: str) -> None:
+    """Protect this process's connections with its role's timeouts (``frontend`` or
+    ``daemon``, from ``CHRONICLE_DB_ROLE``); an empty role leaves them unbounded."""
+    if not role:
+        return
+    if role not in PROTECTIVE_TIMEOUTS:
+        raise ImproperlyConfigured(f"{ROLE_VARIABLE}={role!r}: use one of {', '.join(PROTECTIVE_TIMEOUTS)}")
+    protect_connections(PROTECTIVE_TIMEOUTS[role])
+
+
+class _Protection:
+    """The ``connection_created`` receiver: one statement per new physical connection."""
+
+    def __init__(self, timeouts: dict[str, str]) -> None:
+        self.timeouts = dict(timeouts)
+        self.sql = "SELECT " + ", ".join(["set_config(%s, %s, false)"] * len(timeouts) + [_COMMIT])
+        self.done: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+
+    def __call__(self, sender: object, connection: Any, **kwargs: object) -> None:
+        raw = connection.connection
+        if raw is None or raw in self.done:
+            return
+        params = [value for pair in self.timeouts.items() for value in pair]
+        with raw.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            row = cursor.fetchone()
+        require_durable_commits(row[-1] if row else None)
+        self.done.add(raw)
+
+
+_COMMIT = "current_setting('synchronous_commit')"
+
+
+def require_durable_commits(setting: str | None) -> None:
+    """Refuse to serve when ``synchronous_commit`` is off: a 2xx promises the write is
+    durable, and with it off an acknowledged commit can vanish in a crash."""
+    if setting == "off":
+        raise ImproperlyConfigured(
+            "PostgreSQL's synchronous_commit is off: acknowledged writes could be lost in a crash; "
+            "turn it on (the default) for Chronicle's database or role"
+        )
