@@ -18,6 +18,7 @@ from sdk._http import HttpTransport
 from sdk._local_closes import LocalCloses
 from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.replayer import WorkflowHistory
+from sdk.api.history.v1 import HistoryEvent
 from sdk.converter import DataConverter, return_hint
 from sdk.exceptions import CancelledError, TerminatedError, TimeoutError, WorkflowFailureError
 
@@ -30,6 +31,7 @@ CLOSE_EVENTS = {
     "WorkflowExecutionContinuedAsNew",
 }
 HISTORY_WAIT_SECONDS = 30.0
+HISTORY_PAGE_SIZE = 256
 # A missing positional argument (None is a value a workflow may be sent).
 NO_ARG: Any = object()
 
@@ -239,22 +241,25 @@ class WorkflowHandle:
         return WorkflowExecutionDescription.from_wire(data)
 
     async def fetch_history(self) -> WorkflowHistory:
-        """The whole run history, ready for ``Replayer`` or ``to_json``."""
+        """The whole run history as typed events, ready for ``Replayer`` or ``to_json``."""
         events = [event async for event in self.fetch_history_events()]
         return WorkflowHistory(workflow_id=self.id, events=events, run_id=self.run_id or "")
 
-    async def fetch_history_events(self, *, page_size: int = 256) -> AsyncIterator[dict[str, Any]]:
-        """Every event of the run, page by page, as the server wrote them."""
+    async def fetch_history_events(self, *, page_size: int | None = None) -> AsyncIterator[HistoryEvent]:
+        """Every event of the run, page by page, as ``HistoryEvent``s: Temporal's typed
+        event (``event.event_type``, ``event.event_id``, ``event.event_time``) that is also
+        the server's JSON dict (``event["event_type"] == "TimerFired"``)."""
         after = 0
         while True:
             page = (
                 await self.client.transport.get(
-                    self._path("/history"), params={"after_event_id": after, "page_size": page_size}
+                    self._path("/history"),
+                    params={"after_event_id": after, "page_size": page_size or HISTORY_PAGE_SIZE},
                 )
                 or {}
             )
             for event in await self.client.payload_refs.resolve(page.get("events") or []):
-                yield event
+                yield HistoryEvent(event)
             cursor = page.get("next_after_event_id")
             if not cursor:
                 return

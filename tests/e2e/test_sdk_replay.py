@@ -121,8 +121,10 @@ def test_a_changed_workflow_class_is_refused_on_replay(
     history = _finished_checkout_history(stack, tenant, queue)
     with pytest.raises(NondeterminismError):
         Replayer(workflows=[changed]).replay_workflow(history)
-    [reported] = Replayer(workflows=[changed]).replay_workflows([history], raise_on_failure=False)
-    assert isinstance(reported.replay_failure, NondeterminismError)
+    reported = asyncio.run(
+        Replayer(workflows=[changed]).replay_workflows([history], raise_on_replay_failure=False)
+    )
+    assert isinstance(reported.replay_failures[history.run_id], NondeterminismError)
 
 
 @workflow.defn(name="Shipment")

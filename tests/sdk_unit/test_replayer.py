@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -52,8 +53,9 @@ def test_changed_code_fails_replay_with_nondeterminism() -> None:
     replayer = Replayer(workflows=[GreetChanged])
     with pytest.raises(NondeterminismError, match="'shout'"):
         replayer.replay_workflow(_closed_history())
-    results = replayer.replay_workflows([_closed_history()], raise_on_failure=False)
-    assert isinstance(results[0].replay_failure, NondeterminismError)
+    history = _closed_history()
+    results = asyncio.run(replayer.replay_workflows([history], raise_on_replay_failure=False))
+    assert isinstance(results.replay_failures[history.workflow_id], NondeterminismError)
 
 
 RECORDED = Path(__file__).parent / "histories" / "approval_recorded.json"

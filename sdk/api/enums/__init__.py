@@ -1,0 +1,1 @@
+"""The ``temporal.api.enums`` types: see ``sdk.api.enums.v1``."""

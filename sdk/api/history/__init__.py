@@ -1,0 +1,1 @@
+"""The ``temporal.api.history`` messages: see ``sdk.api.history.v1``."""
