@@ -33,7 +33,7 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.urls import Resolver404, get_resolver, set_script_prefix, set_urlconf
 from django.utils.log import log_response
 
-from chronicle import health
+from chronicle import health, metrics
 from chronicle.logging_config import bind_request
 from chronicle.waiting_views import waits_on_its_thread
 
@@ -139,8 +139,9 @@ def _takes_djangos_path(path: str) -> bool:
 
 
 def route_http(site: Asgi, api: Asgi) -> Asgi:
-    """Send the probes to :mod:`chronicle.health`, the lane's calls to the lean lane
-    (:mod:`chronicle.lane_asgi`), the other API paths to ``api`` and the rest to ``site``."""
+    """Send the probes to :mod:`chronicle.health` and the scrape to :mod:`chronicle.metrics`,
+    the lane's calls to the lean lane (:mod:`chronicle.lane_asgi`), the other API paths to
+    ``api`` and the rest to ``site``; each of those requests is counted and timed by route."""
 
     async def app(
         scope: dict[str, Any], receive: Callable[..., Awaitable[Any]], send: Callable[..., Awaitable[Any]]
@@ -149,17 +150,26 @@ def route_http(site: Asgi, api: Asgi) -> Asgi:
         if path in health.PROBE_PATHS:
             await health.serve(scope, receive, send)
             return
-        bind_request(scope)  # the request's id, namespace and workflow on its log records
-        if not path.startswith(API_PREFIX):
-            await site(scope, receive, send)
+        if path == metrics.METRICS_PATH:
+            await metrics.serve(scope, receive, send)
             return
-        method = scope["method"]
-        for route in LANE_ROUTES:
-            match = route.match(method, path)
-            if match is not None:
-                await serve_lane(scope, receive, send, route, match, API_THREADS)
+        bind_request(scope)  # the request's id, namespace and workflow on its log records
+        timed = metrics.Timed(send)
+        route = None  # a Django path's route is resolved after the answer (cached by path)
+        try:
+            if not path.startswith(API_PREFIX):
+                await site(scope, receive, timed)
                 return
-        await api(scope, receive, send)
+            method = scope["method"]
+            for lane in LANE_ROUTES:
+                match = lane.match(method, path)
+                if match is not None:
+                    route = metrics.lane_route(match)
+                    await serve_lane(scope, receive, timed, lane, match, API_THREADS)
+                    return
+            await api(scope, receive, timed)
+        finally:
+            timed.done(scope, route)
 
     return app
 

@@ -213,6 +213,8 @@ LOGGING = logging_settings(
     env.str("CHRONICLE_LOG_FORMAT", default="text"), env.str("CHRONICLE_LOG_LEVEL", default="INFO")
 )
 
+# /metrics answers only with "Authorization: Bearer <token>" when set (chronicle.metrics).
+CHRONICLE_METRICS_TOKEN = env.str("CHRONICLE_METRICS_TOKEN", default="")
 # A file each daemon touches while its loop runs, for a container's or supervisor's
 # liveness check (chronicle.health); empty: none.
 CHRONICLE_HEARTBEAT_DIR = env.str("CHRONICLE_HEARTBEAT_DIR", default="")

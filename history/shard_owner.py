@@ -25,7 +25,7 @@ import psycopg
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from chronicle import health
+from chronicle import health, metrics
 from chronicle.conf import engine_settings
 from chronicle.db import DatabaseOutage
 from history.kernel import ShardFence, ShardFenceLost, fire_timers
@@ -83,10 +83,12 @@ class ShardOwner:
             for shard in rows:
                 if shard.range_id != self.owned[shard.shard_id] or shard.owner != self.owner:
                     log.warning("lost shard %d to %s", shard.shard_id, shard.owner)
+                    metrics.shard_ownership_change("lost")
                     self.owned.pop(shard.shard_id, None)
                     continue
                 shard.lease_expires_at = expires
                 shard.save(update_fields=["lease_expires_at"])
+                metrics.lease_renewals(1)
         return True
 
     def rebalance(self) -> bool:
@@ -101,6 +103,7 @@ class ShardOwner:
                 self.owned.pop(shard_id)
                 self.next_fire.pop(shard_id, None)
                 log.info("released shard %d", shard_id)
+                metrics.shard_ownership_change("released")
                 changed = True
         want = target - len(self.owned)
         if want <= 0:
@@ -119,6 +122,7 @@ class ShardOwner:
                 self.owned[shard.shard_id] = shard.range_id
                 self.next_fire[shard.shard_id] = None
                 log.info("acquired shard %d (range_id %d)", shard.shard_id, shard.range_id)
+                metrics.shard_ownership_change("acquired")
                 changed = True
         if changed:
             self.refresh_next_fire()
@@ -147,6 +151,7 @@ class ShardOwner:
         due_shards = {
             s for s, at in self.next_fire.items() if at is not None and at <= now and s in self.owned
         }
+        metrics.timer_lateness(now, [self.next_fire[s] for s in due_shards])
         did = False
         while due_shards:
             due = list(
@@ -166,6 +171,7 @@ class ShardOwner:
                     self.fired_total += fire_timers(list(fence_of.values()), rows)
             except ShardFenceLost as lost:
                 log.warning("shard %d fenced off: another owner took it", lost.shard_id)
+                metrics.shard_ownership_change("lost")
                 self.owned.pop(lost.shard_id, None)
                 self.next_fire.pop(lost.shard_id, None)
                 due_shards.discard(lost.shard_id)

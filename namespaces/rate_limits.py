@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from chronicle import metrics
+
 _TAKE = """
 INSERT INTO namespaces_ratebucket (key, tokens, updated_at, granted, throttled_count, granted_count)
 VALUES (%(key)s, %(burst)s - 1, clock_timestamp(), true, 0, 1)
@@ -38,6 +40,7 @@ def take_token(key: str, *, rate: float, burst: float) -> float:
         granted, tokens = cursor.fetchone()
     if granted:
         return 0.0
+    metrics.rate_limit_refused(key)
     return max(0.001, (1.0 - float(tokens)) / rate)
 
 

@@ -34,3 +34,25 @@ if os.environ.get("CHRONICLE_LOG_FORMAT", "text") == "json":
 
 # Bind address when not given on the command line (start_dev passes -b).
 bind = os.environ.get("CHRONICLE_BIND", "127.0.0.1:7243")
+
+# Prometheus metrics (chronicle.metrics): each worker is a process, so prometheus-client
+# keeps every process's values in files in one folder, which /metrics adds up. Without
+# PROMETHEUS_MULTIPROC_DIR, a folder of this server's own is made (and emptied, as a new
+# server's counters start from zero); with it, the operator shares that folder with the
+# daemons so /metrics shows theirs too, and empties it before a fresh start. Chronicle
+# keeps no per-process gauge there, so a worker that exits leaves nothing to clean up.
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    import tempfile
+
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="chronicle-metrics-")
+
+    _own_metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+
+
+def on_exit(server: object) -> None:
+    """Remove the metrics folder this server made for itself (none given)."""
+    folder = globals().get("_own_metrics_dir")
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
