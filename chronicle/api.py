@@ -22,6 +22,9 @@ from chronicle.db import unavailable
 from chronicle.errors import ChronicleError, ErrorCode
 
 MAX_JSON_DEPTH = 64
+# The longest duration a request may name (timeouts, delays, intervals): a hundred years.
+# Past it a moment no longer fits a datetime ("1e300" seconds used to fail with a 500).
+MAX_SECONDS = 100 * 365.25 * 86400
 
 
 def _check_json(value: Any, depth: int = 0) -> None:
@@ -120,6 +123,22 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return str(super().to_internal_value(data))
+
+
+class SecondsField(serializers.FloatField):
+    """A duration in seconds: finite ("inf" and "nan" are refused, which ``float()``
+    reads), at least ``min_value`` (default 0) and at most :data:`MAX_SECONDS`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", MAX_SECONDS)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> float:
+        value = float(super().to_internal_value(data))
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
 
 
 def refuse_nul(value: str, what: str) -> None:

@@ -24,15 +24,12 @@ from typing import Annotated, Any, ClassVar, TypeVar
 import msgspec
 from django.conf import settings
 
-from chronicle.api import MAX_JSON_DEPTH, parse_json_body, refuse_nul
+from chronicle.api import MAX_JSON_DEPTH, MAX_SECONDS, parse_json_body, refuse_nul
 from chronicle.errors import ChronicleError, ErrorCode
 from chronicle.lane_errors import field_errors
 
 UNSET: Any = msgspec.UNSET
 EMPTY = b"{}"
-# The longest duration a request may name (timeouts, delays): a hundred years. Past it a
-# moment no longer fits a datetime ("1e300" seconds used to fail the write with a 500).
-MAX_SECONDS = 100 * 365.25 * 86400
 Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]
 
 

@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from chronicle.api import StrictCharField
+from chronicle.api import SecondsField, StrictCharField
 from chronicle.openapi import endpoint
 from executions import selectors
 from executions.api import NamespaceApi
@@ -26,8 +26,8 @@ OVERLAP = ["SKIP", "BUFFER_ONE", "BUFFER_ALL", "CANCEL_OTHER", "TERMINATE_OTHER"
 
 @extend_schema_serializer(component_name="ScheduleIntervalSpec")
 class IntervalSerializer(serializers.Serializer[Any]):
-    every = serializers.FloatField(min_value=1)
-    offset = serializers.FloatField(min_value=0, required=False, default=0)
+    every = SecondsField(min_value=1)
+    offset = SecondsField(required=False, default=0)
 
 
 @extend_schema_serializer(component_name="ScheduleSpec")
@@ -45,7 +45,7 @@ class SpecSerializer(serializers.Serializer[Any]):
     )
     start_at = serializers.DateTimeField(required=False, default=None, allow_null=True)
     end_at = serializers.DateTimeField(required=False, default=None, allow_null=True)
-    jitter = serializers.FloatField(min_value=0, required=False, default=0)
+    jitter = SecondsField(required=False, default=0)
     time_zone_name = StrictCharField(max_length=200, required=False, default="UTC")
 
 
@@ -55,9 +55,9 @@ class ActionSerializer(serializers.Serializer[Any]):
     workflow_id = StrictCharField(max_length=900)
     task_queue = StrictCharField(max_length=1000)
     input = serializers.ListField(required=False, default=list)
-    execution_timeout = serializers.FloatField(required=False, default=0, min_value=0)
-    run_timeout = serializers.FloatField(required=False, default=0, min_value=0)
-    task_timeout = serializers.FloatField(required=False, default=10, min_value=0)
+    execution_timeout = SecondsField(required=False, default=0)
+    run_timeout = SecondsField(required=False, default=0)
+    task_timeout = SecondsField(required=False, default=10)
     retry_policy = serializers.DictField(required=False, default=None, allow_null=True)
     memo = serializers.DictField(required=False, default=dict)
     search_attributes = serializers.DictField(required=False, default=dict)
@@ -66,7 +66,7 @@ class ActionSerializer(serializers.Serializer[Any]):
 @extend_schema_serializer(component_name="SchedulePolicy")
 class PolicySerializer(serializers.Serializer[Any]):
     overlap = serializers.ChoiceField(OVERLAP, required=False, default="SKIP")
-    catchup_window = serializers.FloatField(required=False, default=365 * 86400.0, min_value=0)
+    catchup_window = SecondsField(required=False, default=365 * 86400.0)
     pause_on_failure = serializers.BooleanField(required=False, default=False)
 
 

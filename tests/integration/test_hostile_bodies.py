@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from history.models import HistoryEvent, WorkflowExecution
+from history.models import HistoryEvent, Schedule, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.models import Namespace
 from tests.asgi_client import AsgiResponse, asgi_request
@@ -136,3 +136,25 @@ def test_an_empty_version_stamp_is_no_stamp(tenant: Tenant, stamp: Any) -> None:
     assert answer.status_code == 200, answer.content[:300]
     completed = HistoryEvent.objects.get(run=tenant.run, event_type="WorkflowTaskCompleted")
     assert not completed.attributes.get("worker_version", {}).get("build_id")
+
+
+SCHEDULE_ACTION = {"workflow_type": "T", "workflow_id": "r", "task_queue": QUEUE}
+SCHEDULE_DURATIONS: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    ({"intervals": [{"every": "inf"}]}, {}),
+    ({"intervals": [{"every": 1e300}]}, {}),
+    ({"intervals": [{"every": "nan"}]}, {}),
+    ({"intervals": [{"every": 3600, "offset": "Infinity"}]}, {}),
+    ({"intervals": [{"every": 3600}], "jitter": 1e300}, {}),
+    ({"intervals": [{"every": 3600}]}, {"execution_timeout": "inf"}),
+    ({"intervals": [{"every": 3600}]}, {"task_timeout": 1e300}),
+]
+
+
+@pytest.mark.parametrize(("spec", "action"), SCHEDULE_DURATIONS)
+def test_a_schedule_duration_that_is_not_finite_or_past_a_hundred_years_is_refused(
+    tenant: Tenant, spec: dict[str, Any], action: dict[str, Any]
+) -> None:
+    body = {"schedule_id": "s", "schedule": {"spec": spec, "action": {**SCHEDULE_ACTION, **action}}}
+    answer = tenant.post("schedules", json.dumps(body))
+    assert answer.status_code == 400, answer.content[:300]
+    assert not Schedule.objects.filter(namespace=tenant.namespace).exists()
