@@ -141,6 +141,13 @@ def _parent(attrs: dict[str, Any]) -> ParentInfo | None:
 
 
 Histories = Iterable[WorkflowHistory] | AsyncIterable[WorkflowHistory]
+TEMPORAL_REPLAYER_OPTIONS = frozenset(
+    {
+        "workflow_task_executor", "workflow_runner", "unsandboxed_workflow_runner", "interceptors",
+        "plugins", "build_id", "identity", "workflow_failure_exception_types", "debug_mode",
+        "runtime", "disable_safe_workflow_eviction", "header_codec_behavior",
+    }
+)  # fmt: skip
 
 
 class Replayer:
@@ -153,8 +160,16 @@ class Replayer:
         *,
         workflows: Sequence[type],
         data_converter: DataConverter | None = None,
-        namespace: str = "default",
+        namespace: str = "ReplayNamespace",
+        **temporal_options: Any,
     ) -> None:
+        """``workflows`` and ``data_converter`` as for a worker. Temporal's other options
+        (runners, interceptors, executor, build id, ...) are accepted and change nothing here:
+        replay runs the code in-process, as every Chronicle workflow runs; a misspelt one is
+        a ``TypeError``."""
+        unknown = sorted(set(temporal_options) - TEMPORAL_REPLAYER_OPTIONS)
+        if unknown:
+            raise TypeError(f"Replayer() got unexpected keyword argument(s): {', '.join(unknown)}")
         self.definitions = {d.name: d for d in (WorkflowDefinition.from_class(cls) for cls in workflows)}
         self.converter = data_converter or DataConverter()
         self.namespace = namespace

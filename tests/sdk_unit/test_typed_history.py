@@ -20,6 +20,7 @@ from sdk.api.history.v1 import (
     Message,
     WorkflowExecutionStartedEventAttributes,
 )
+from sdk.worker import UnsandboxedWorkflowRunner
 from sdk.workflow import NondeterminismError
 from tests.sdk_unit.test_replayer import ApprovalWithExtraTimer, RecordedApproval
 
@@ -174,3 +175,16 @@ def test_workflow_replay_iterator_yields_each_result() -> None:
 def test_an_unregistered_workflow_type_is_named() -> None:
     with pytest.raises(ValueError, match="'Approval' is not registered"):
         Replayer(workflows=[]).replay_workflow(_recorded())
+
+
+def test_replayer_accepts_temporals_options_and_refuses_misspellings() -> None:
+    replayer = Replayer(
+        workflows=[RecordedApproval],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+        workflow_failure_exception_types=[Exception],
+        debug_mode=True,
+    )
+    assert replayer.namespace == "ReplayNamespace"  # Temporal's default
+    assert replayer.replay_workflow(_recorded()).replay_failure is None
+    with pytest.raises(TypeError, match="workflow_runer"):
+        Replayer(workflows=[RecordedApproval], workflow_runer=None)
