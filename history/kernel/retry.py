@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,6 +16,9 @@ DEFAULT_BACKOFF = 2.0
 WFT_RETRY_BACKOFF_FROM_ATTEMPT = 4
 WFT_RETRY_INITIAL_INTERVAL = 5.0
 WFT_RETRY_MAXIMUM_INTERVAL = 600.0
+# The longest interval a policy may name: a hundred years (the API's bound on durations).
+# Past it, or infinite, the next attempt's moment no longer fits a datetime.
+MAX_INTERVAL_SECONDS = 100 * 365.25 * 86400
 
 
 def workflow_task_retry_delay(attempt: int) -> float:
@@ -33,6 +37,8 @@ def normalize_retry_policy(policy: dict[str, Any] | None) -> dict[str, Any]:
     maximum = float(policy.get("maximum_interval") or 100 * initial)
     attempts = int(policy.get("maximum_attempts") or 0)
     types = policy.get("non_retryable_error_types") or []
+    if not all(math.isfinite(v) for v in (initial, coefficient, maximum)) or maximum > MAX_INTERVAL_SECONDS:
+        raise ValueError("retry intervals must be finite and at most a hundred years; the coefficient finite")
     if initial <= 0:
         raise ValueError("initial_interval must be positive")
     if coefficient < 1:
@@ -56,7 +62,10 @@ def backoff_seconds(policy: dict[str, Any], attempt: int, next_retry_delay: floa
     """Delay after ``attempt`` failed: initial × coefficient^(attempt−1), capped."""
     if next_retry_delay is not None:
         return min(float(next_retry_delay), float(policy["maximum_interval"]))
-    delay = policy["initial_interval"] * policy["backoff_coefficient"] ** (attempt - 1)
+    try:
+        delay = policy["initial_interval"] * policy["backoff_coefficient"] ** (attempt - 1)
+    except OverflowError:  # a steep coefficient after many attempts: the cap applies
+        delay = policy["maximum_interval"]
     return float(min(delay, policy["maximum_interval"]))
 
 

@@ -158,3 +158,15 @@ def test_a_schedule_duration_that_is_not_finite_or_past_a_hundred_years_is_refus
     answer = tenant.post("schedules", json.dumps(body))
     assert answer.status_code == 400, answer.content[:300]
     assert not Schedule.objects.filter(namespace=tenant.namespace).exists()
+
+
+@pytest.mark.parametrize("policy", [{"initial_interval": "inf"}, {"maximum_interval": 1e300}])
+def test_a_retry_policy_past_a_hundred_years_is_refused_at_start(
+    tenant: Tenant, policy: dict[str, Any]
+) -> None:
+    before = tenant.state()
+    body = {"workflow_id": "w-new", "workflow_type": "T", "task_queue": QUEUE, "retry_policy": policy}
+    answer = tenant.post("workflows", json.dumps(body))
+    assert answer.status_code == 400, answer.content[:300]
+    assert "finite" in answer.json()["message"]
+    assert tenant.state() == before
