@@ -141,10 +141,12 @@ STORAGES = {
 }
 STATIC_URL = "static/"
 # WhiteNoise serves `collectstatic`'s output from here (the container image collects it at
-# build time) and, for files not collected, the apps' own static folders, so a frontend
-# serves the UI and the admin complete without a separate web server.
+# build time, the Procfile's release step and the systemd migrate unit on deploy), so a
+# frontend serves the UI and the admin complete without a separate web server.
 STATIC_ROOT = Path(env.str("CHRONICLE_STATIC_ROOT", default=str(CHRONICLE_STATE_DIR / "static")))
-WHITENOISE_USE_FINDERS = True
+# Once collectstatic has filled STATIC_ROOT, its (compressed) copies are served; before that
+# (development, tests) the apps' own folders are.
+WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
 # Until collectstatic has run (development, tests) there is no STATIC_ROOT, and the finders
 # serve everything: WhiteNoise's warning about the missing folder says nothing useful then.
 warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)

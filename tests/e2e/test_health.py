@@ -194,3 +194,11 @@ def test_probes_leave_no_access_log_line(stack: Stack, tmp_path: Path) -> None:
         wait_until(lambda: "probe-check" in log.read_text(), timeout=10)
     text = log.read_text()
     assert "/healthz" not in text and "/readyz" not in text, text[-3000:]
+
+
+def test_the_frontend_serves_the_ui_and_admin_static_files_itself(stack: Stack) -> None:
+    """WhiteNoise, from the apps' folders until collectstatic has run (with DEBUG off)."""
+    for path in ("/static/admin/css/base.css", "/static/chronicle/ui.css"):
+        answer = httpx.get(stack.url + path, timeout=10)
+        assert answer.status_code == 200, path
+        assert "max-age" in answer.headers.get("cache-control", ""), path

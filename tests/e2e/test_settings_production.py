@@ -45,14 +45,15 @@ def test_without_secret_key_on_a_remote_database_every_command_refuses_to_start(
     assert "ImproperlyConfigured: SECRET_KEY is not set" in done.stderr, done.stderr[-2000:]
 
 
-def test_check_deploy_is_clean_with_the_production_example() -> None:
-    done = manage(["check", "--deploy", "--fail-level", "WARNING"], production_example())
+def test_check_deploy_is_clean_with_the_production_example(tmp_path: Path) -> None:
+    env = {**production_example(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
+    done = manage(["check", "--deploy", "--fail-level", "WARNING"], env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues" in done.stdout
 
 
-def test_check_deploy_flags_the_development_key_and_plain_cookies() -> None:
-    env = production_example()
+def test_check_deploy_flags_the_development_key_and_plain_cookies(tmp_path: Path) -> None:
+    env = {**production_example(), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
     del env["SECRET_KEY"], env["SESSION_COOKIE_SECURE"]
     env["DATABASE_URL"] = "postgres://chronicle@127.0.0.1:5432/chronicle"  # local: the development key
     done = manage(["check", "--deploy"], env)
@@ -60,8 +61,8 @@ def test_check_deploy_flags_the_development_key_and_plain_cookies() -> None:
     assert "security.W012" in done.stderr + done.stdout  # SESSION_COOKIE_SECURE off
 
 
-def test_debug_with_a_public_host_refuses_to_start() -> None:
-    env = {**production_example(), "CHRONICLE_DEBUG": "true"}
+def test_debug_with_a_public_host_refuses_to_start(tmp_path: Path) -> None:
+    env = {**production_example(), "CHRONICLE_DEBUG": "true", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     done = manage(["check"], env)
     assert done.returncode != 0
     assert "CHRONICLE_DEBUG is on while ALLOWED_HOSTS names chronicle.example.com" in done.stderr
