@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from chronicle.api import loads as strict_json
 from chronicle.errors import ChronicleError, ErrorCode
 from executions.models import AuditAction, AuditEntry
 from history.kernel.payloads import PAYLOAD_REF, is_payload, is_payload_ref
@@ -42,8 +43,8 @@ def form_arguments(raw: str, what: str) -> list[Any]:
     if not raw.strip():
         return []
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as error:
+        value = strict_json(raw)  # NaN and Infinity are not JSON: PostgreSQL would refuse them
+    except ValueError as error:
         raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"{what} is not JSON: {error}") from None
     return as_payloads(value if isinstance(value, list) else [value])
 
