@@ -245,22 +245,32 @@ class WorkflowHandle:
         events = [event async for event in self.fetch_history_events()]
         return WorkflowHistory(workflow_id=self.id, events=events, run_id=self.run_id or "")
 
-    async def fetch_history_events(self, *, page_size: int | None = None) -> AsyncIterator[HistoryEvent]:
+    async def fetch_history_events(
+        self, *, page_size: int | None = None, wait_new_event: bool = False
+    ) -> AsyncIterator[HistoryEvent]:
         """Every event of the run, page by page, as ``HistoryEvent``s: Temporal's typed
         event (``event.event_type``, ``event.event_id``, ``event.event_time``) that is also
-        the server's JSON dict (``event["event_type"] == "TimerFired"``)."""
-        after = 0
+        the server's JSON dict (``event["event_type"] == "TimerFired"``).
+
+        With ``wait_new_event`` the iteration does not stop at the last event of an open run:
+        it waits for the next ones (a long-poll each time) until the run's close event.
+        """
+        after, closed = 0, False
         while True:
+            params: dict[str, Any] = {"after_event_id": after, "page_size": page_size or HISTORY_PAGE_SIZE}
+            if wait_new_event:
+                params.update(wait_new_event=True, timeout=HISTORY_WAIT_SECONDS)
             page = (
                 await self.client.transport.get(
-                    self._path("/history"),
-                    params={"after_event_id": after, "page_size": page_size or HISTORY_PAGE_SIZE},
+                    self._path("/history"), params=params, timeout=HISTORY_WAIT_SECONDS + 30
                 )
                 or {}
             )
             for event in await self.client.payload_refs.resolve(page.get("events") or []):
+                after, closed = int(event["event_id"]), event["event_type"] in CLOSE_EVENTS
                 yield HistoryEvent(event)
             cursor = page.get("next_after_event_id")
-            if not cursor:
+            if cursor:
+                after = int(cursor)
+            elif closed or not wait_new_event:
                 return
-            after = int(cursor)

@@ -112,3 +112,34 @@ def test_a_runs_history_is_typed_and_replays_with_the_async_replayer(
         await client.close()
 
     asyncio.run(scenario())
+
+
+def test_fetch_history_events_waits_for_new_events_until_the_close(
+    stack: Stack, tenant: Tenant, queue: str
+) -> None:
+    async def scenario() -> None:
+        client = await Client.connect(stack.url, namespace=tenant.namespace, api_key=tenant.keys["all"])
+        workflow_id = f"wf-{uuid.uuid4().hex[:8]}"
+        async with Worker(client, task_queue=queue, workflows=[Weighing], activities=[weigh]):
+            handle = await client.start_workflow(Weighing.run, "crate", id=workflow_id, task_queue=queue)
+            seen: list[EventType] = []
+
+            async def follow() -> None:
+                async for event in handle.fetch_history_events(wait_new_event=True):
+                    seen.append(event.event_type)
+
+            following = asyncio.create_task(follow())
+            # The run waits for its signal: the iteration must still be going, not ended.
+            while EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED not in seen:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+            assert not following.done()
+            await handle.signal(Weighing.approve, "grace")
+            await asyncio.wait_for(following, timeout=30)
+        assert seen[-1] is EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+        assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED in seen
+        plain = [e.event_type async for e in handle.fetch_history_events()]
+        assert plain == seen
+        await client.close()
+
+    asyncio.run(scenario())
