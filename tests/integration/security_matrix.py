@@ -12,17 +12,21 @@ classifies, or a path parameter without a sample value is reported by
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.forms.models import model_to_dict
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.exceptions import Resolver404
 
 from chronicle.asgi import LANE_ROUTES
+from namespaces.models import Membership, Namespace
 from tests.asgi_client import asgi_request
+from tests.integration.minted_ids import snapshot
 
 METHODS = ("get", "post", "put", "patch", "delete")
 # The lean lane's calls and the async long-polls have no view class with a ``role``: the
@@ -109,23 +113,52 @@ def _view_class(op: Operation) -> Any:
     return getattr(match.func, "view_class", None) or getattr(match.func, "cls", None)
 
 
+def rows(namespace: Namespace) -> dict[str, Any]:
+    """Every row of ``namespace`` a call could change (``minted_ids.snapshot`` and more)."""
+    namespace.refresh_from_db()
+    return {
+        **snapshot(namespace),
+        "namespace": json.dumps(model_to_dict(namespace), sort_keys=True, default=str),
+        "members": sorted(Membership.objects.filter(namespace=namespace).values_list("user_id", "role")),
+    }
+
+
 # ---------------------------------------------------------------- inventory
 
 
-def django_api_routes() -> Iterator[tuple[str, Any]]:
-    """Every API route of the URL resolver as a schema-style template, with its callback."""
+def resolver_routes() -> Iterator[tuple[str, URLPattern]]:
+    """Every route of Django's URL resolver, as ``(route with its prefixes, pattern)``."""
 
-    def walk(patterns: list[Any], prefix: str) -> Iterator[tuple[str, Any]]:
+    def walk(patterns: list[Any], prefix: str) -> Iterator[tuple[str, URLPattern]]:
         for pattern in patterns:
             route = prefix + str(pattern.pattern)
             if isinstance(pattern, URLResolver):
                 yield from walk(pattern.url_patterns, route)
-            elif (
-                isinstance(pattern, URLPattern) and route.startswith("api/") and not route.startswith(NOT_API)
-            ):
-                yield "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route), pattern.callback
+            elif isinstance(pattern, URLPattern):
+                yield route, pattern
 
     yield from walk(get_resolver().url_patterns, "")
+
+
+def template(route: str) -> str:
+    """A Django route as a schema-style template: ``<str:namespace>`` becomes ``{namespace}``."""
+    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
+
+
+def fill(path: str, values: dict[str, str]) -> str:
+    """A template with its parameters replaced by ``values``."""
+    return re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
+
+
+def parameters(path: str) -> list[str]:
+    return re.findall(r"\{(\w+)\}", path)
+
+
+def django_api_routes() -> Iterator[tuple[str, Any]]:
+    """Every API route of the URL resolver as a schema-style template, with its callback."""
+    for route, pattern in resolver_routes():
+        if route.startswith("api/") and not route.startswith(NOT_API):
+            yield template(route), pattern.callback
 
 
 def inventory_faults(schema: dict[str, Any], samples: dict[str, str]) -> list[str]:

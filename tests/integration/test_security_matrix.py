@@ -30,16 +30,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from matching.dispatch import poll_once
-from namespaces.models import ApiKey, MemberRole, Membership, Namespace
+from namespaces.models import ApiKey, MemberRole, Membership
 from namespaces.services import api_key_issue
 from tests.asgi_client import AsgiResponse, asgi_request
 from tests.factories import ExecutionFactory, UserFactory
 from tests.integration import security_matrix as matrix
-from tests.integration.minted_ids import BIG_INPUT, JOB, QUEUE, SID, WID, World, build_world, snapshot
+from tests.integration.minted_ids import BIG_INPUT, JOB, QUEUE, SID, WID, World, build_world
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +69,7 @@ class Outsider:
     markers: dict[str, str]
 
     def state(self) -> dict[str, Any]:
-        return {label: rows(self.world.ns(label)) for label in ("a", "b")}
+        return {label: matrix.rows(self.world.ns(label)) for label in ("a", "b")}
 
 
 @dataclass
@@ -112,16 +111,6 @@ class Call:
         return asgi_request(
             self.method, self.path, self.body, authorization=self.authorization, query=self.query
         )
-
-
-def rows(namespace: Namespace) -> dict[str, Any]:
-    """Every row of ``namespace`` a call could change (``minted_ids.snapshot`` and more)."""
-    namespace.refresh_from_db()
-    return {
-        **snapshot(namespace),
-        "namespace": json.dumps(model_to_dict(namespace), sort_keys=True, default=str),
-        "members": sorted(Membership.objects.filter(namespace=namespace).values_list("user_id", "role")),
-    }
 
 
 def outsider_of(world: World) -> Outsider:
@@ -275,7 +264,7 @@ def test_the_security_matrix_holds_at_every_operation(
     mass_assignments = [
         op for op in ops if op.scoped and op.method in ("POST", "PUT", "PATCH") and op.body_schema
     ]
-    before_b = rows(world.b)
+    before_b = matrix.rows(world.b)
     for op in mass_assignments:
         body = {**matrix.example_body(SCHEMA, op.body_schema), **_assigned(outsider)}
         call = Call(
@@ -289,7 +278,7 @@ def test_the_security_matrix_holds_at_every_operation(
         figures.check(outsider, call, answer, ANSWERED)
         if answer.status_code < 300 and outsider.b_ids["run_id"].encode() in answer.content:
             figures.violations.append(f"{call.label}: the call took the run id it was given")
-    if rows(world.b) != before_b:
+    if matrix.rows(world.b) != before_b:
         figures.violations.append("mass assignment at A changed B's rows")
     with capsys.disabled():  # the figures show in every run's output
         print(
