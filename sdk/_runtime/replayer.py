@@ -42,8 +42,8 @@ class WorkflowHistory:
     @classmethod
     def from_json(
         cls,
-        workflow_id_or_history: str | dict[str, Any],
-        history: str | dict[str, Any] | None = None,
+        workflow_id_or_history: str | dict[str, Any] | list[Any],
+        history: str | dict[str, Any] | list[Any] | None = None,
         *,
         workflow_id: str = "",
     ) -> WorkflowHistory:
@@ -58,6 +58,8 @@ class WorkflowHistory:
         value = json.loads(history) if isinstance(history, str) else history
         if is_temporal_export(value):
             return cls(workflow_id=workflow_id, events=history_events(chronicle_events(value)))
+        if isinstance(value, list):
+            value = {"events": value}
         return cls(
             workflow_id=str(value.get("workflow_id") or workflow_id),
             events=history_events(value.get("events") or (value.get("history") or {}).get("events") or []),

@@ -30,11 +30,15 @@ _INT_FIELDS = {"event_id", "task_id", "version", "history_size_bytes"}
 _DURATION_SUFFIXES = ("_timeout", "_interval", "_backoff", "_delay")
 _DURATION = re.compile(r"^-?\d+(\.\d+)?s$")
 _PAYLOAD_KEYS = {"metadata", "data", "externalPayloads"}
+_TIMESTAMP = re.compile(
+    r"^(?P<head>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d+))?(?P<zone>Z|[+-]\d\d:\d\d)?$"
+)
 
 
-def is_temporal_export(value: dict[str, Any]) -> bool:
-    """True for Temporal's JSON shape (camelCase ``eventId``), false for Chronicle's own."""
-    events = value.get("events") or []
+def is_temporal_export(value: dict[str, Any] | list[Any]) -> bool:
+    """True for Temporal's JSON shape (camelCase ``eventId``; ``{"events": [...]}`` or the
+    bare list older tools wrote), false for Chronicle's own."""
+    events = value.get("events") or [] if isinstance(value, dict) else value
     return bool(events) and isinstance(events[0], dict) and "eventId" in events[0]
 
 
@@ -73,9 +77,12 @@ def _value(key: str, value: Any) -> Any:
 
 def _event_time(text: str) -> str:
     """ISO text Python reads: protobuf writes ``Z`` and up to nine fractional digits."""
-    head, _, tail = text.rstrip("Z").partition(".")
-    fraction = (tail[:6] if tail else "0").ljust(6, "0")
-    return datetime.fromisoformat(f"{head}.{fraction}").replace(tzinfo=UTC).isoformat()
+    match = _TIMESTAMP.match(text)
+    if match is None:
+        raise ValueError(f"unreadable eventTime {text!r}")
+    fraction = (match["fraction"] or "0")[:6].ljust(6, "0")
+    zone = match["zone"] if match["zone"] not in (None, "Z") else "+00:00"
+    return datetime.fromisoformat(f"{match['head']}.{fraction}{zone}").astimezone(UTC).isoformat()
 
 
 def _event(raw: dict[str, Any]) -> dict[str, Any]:
@@ -128,11 +135,11 @@ def _patch_details(details: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def chronicle_events(export: dict[str, Any]) -> list[dict[str, Any]]:
+def chronicle_events(export: dict[str, Any] | list[Any]) -> list[dict[str, Any]]:
     """The events of a Temporal JSON export in Chronicle's shape."""
     renumbering = _Renumbering()
     events = []
-    for raw in export.get("events") or []:
+    for raw in (export.get("events") or []) if isinstance(export, dict) else export:
         event = _event(raw)
         renumbering.apply(event)
         events.append(event)

@@ -238,3 +238,19 @@ def test_other_payload_encodings_keep_their_bytes() -> None:
     plain, null = started.workflow_execution_started_event_attributes.input
     assert plain == {"metadata": {"encoding": "binary/plain"}, "data": _b64(b"\x00\x01raw")}
     assert null["metadata"] == {"encoding": "binary/null"}
+
+
+def test_a_bare_event_list_and_offset_times_are_read() -> None:
+    events = json.loads(greeting_export())["events"]
+    events[0]["eventTime"] = "2026-03-01T11:00:00.5+01:00"
+    events[1]["eventTime"] = "2026-03-01T10:00:00Z"
+    history = WorkflowHistory.from_json("greeting-wf", json.dumps(events))
+    assert len(history.events) == 20
+    assert history.events[0]["event_time"] == "2026-03-01T10:00:00.500000+00:00"
+    assert history.events[1]["event_time"] == "2026-03-01T10:00:00+00:00"
+    assert Replayer(workflows=[GreetingWorkflow]).replay_workflow(history).replay_failure is None
+    # Chronicle's own events as a bare list read too.
+    assert WorkflowHistory.from_json(history.to_json_dict()["events"]).events == history.events
+    events[2]["eventTime"] = "yesterday"
+    with pytest.raises(ValueError, match="unreadable eventTime"):
+        WorkflowHistory.from_json("greeting-wf", json.dumps(events))
