@@ -29,6 +29,7 @@ from sdk.converter import payload_to_wire
 _INT_FIELDS = {"event_id", "task_id", "version", "history_size_bytes"}
 _DURATION_SUFFIXES = ("_timeout", "_interval", "_backoff", "_delay")
 _DURATION = re.compile(r"^-?\d+(\.\d+)?s$")
+_NAMED_TYPE_INFOS = {"activity_failure_info", "child_workflow_execution_failure_info"}
 _PAYLOAD_KEYS = {"metadata", "data", "externalPayloads"}
 _TIMESTAMP = re.compile(
     r"^(?P<head>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d+))?(?P<zone>Z|[+-]\d\d:\d\d)?$"
@@ -64,7 +65,12 @@ def _value(key: str, value: Any) -> Any:
             return [_payload(item) for item in value["payloads"]]
         if set(value) in ({"fields"}, {"indexedFields"}):  # memo, header, search attributes
             return _value(key, next(iter(value.values())))
-        return {_snake(name): _value(_snake(name), item) for name, item in value.items()}
+        converted = {_snake(name): _value(_snake(name), item) for name, item in value.items()}
+        if key in _NAMED_TYPE_INFOS:  # Chronicle's failure infos name the type as text
+            for field in ("activity_type", "workflow_type"):
+                if isinstance(converted.get(field), dict):
+                    converted[field] = converted[field].get("name")
+        return converted
     if isinstance(value, list):
         return [_value(key, item) for item in value]
     if isinstance(value, str):

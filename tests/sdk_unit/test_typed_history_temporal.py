@@ -14,6 +14,7 @@ import pytest
 from sdk import activity, workflow
 from sdk._runtime.replayer import Replayer, WorkflowHistory
 from sdk.api.enums.v1 import EventType
+from sdk.exceptions import ActivityError, ApplicationError
 
 RUN_ID = "0193d1f2-7c3e-7a41-9b7e-3f4a5b6c7d8e"
 
@@ -254,3 +255,92 @@ def test_a_bare_event_list_and_offset_times_are_read() -> None:
     events[2]["eventTime"] = "yesterday"
     with pytest.raises(ValueError, match="unreadable eventTime"):
         WorkflowHistory.from_json("greeting-wf", json.dumps(events))
+
+
+@activity.defn
+async def charge(amount: int) -> str:
+    raise NotImplementedError  # replay never runs activities
+
+
+@workflow.defn
+class ChargeWorkflow:
+    """Catches its activity's failure, as Temporal samples do. It completes, as the history
+    recorded, only if the error is what Temporal's SDK gave; otherwise it starts a timer, which
+    the history does not have, and the replay fails."""
+
+    @workflow.run
+    async def run(self, amount: int) -> str:
+        try:
+            return await workflow.execute_activity(
+                charge, amount, start_to_close_timeout=timedelta(seconds=5)
+            )
+        except ActivityError as err:
+            cause = err.cause
+            if (
+                isinstance(cause, ApplicationError)
+                and (cause.type, list(cause.details), cause.non_retryable) == ("CardDeclined", ["4000"], True)
+                and cause.message == "card declined"
+            ):
+                return "declined"
+            await workflow.sleep(1)
+            return "unexpected"
+
+
+def test_an_activity_failure_from_temporal_reaches_the_workflow_as_temporals_errors() -> None:
+    h = _Export()
+    h.add(
+        "WORKFLOW_EXECUTION_STARTED",
+        {
+            "workflowType": {"name": "ChargeWorkflow"},
+            "taskQueue": {"name": "q"},
+            "input": _payloads(42),
+            "originalExecutionRunId": RUN_ID,
+            "attempt": 1,
+        },
+    )
+    task = h.workflow_task()
+    scheduled = h.add(
+        "ACTIVITY_TASK_SCHEDULED",
+        {
+            "activityId": "1",
+            "activityType": {"name": "charge"},
+            "input": _payloads(42),
+            "startToCloseTimeout": "5s",
+            "workflowTaskCompletedEventId": task,
+        },
+    )
+    started = h.add("ACTIVITY_TASK_STARTED", {"scheduledEventId": scheduled, "attempt": 3})
+    failure = {
+        "message": "card declined",
+        "source": "PythonSDK",
+        "stackTrace": '  File "charge.py", line 3',
+        "applicationFailureInfo": {
+            "type": "CardDeclined",
+            "nonRetryable": True,
+            "details": _payloads("4000"),
+        },
+    }
+    h.add(
+        "ACTIVITY_TASK_FAILED",
+        {
+            "failure": failure,
+            "scheduledEventId": scheduled,
+            "startedEventId": started,
+            "retryState": "RETRY_STATE_NON_RETRYABLE_FAILURE",
+        },
+    )
+    last = h.workflow_task()
+    h.add(
+        "WORKFLOW_EXECUTION_COMPLETED",
+        {"result": _payloads("declined"), "workflowTaskCompletedEventId": last},
+    )
+    history = WorkflowHistory.from_json("charge-wf", h.json())
+    failed = next(e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED)
+    typed = failed.activity_task_failed_event_attributes.failure
+    assert typed is not None and typed.message == "card declined" and typed.stack_trace.startswith("  File")
+    assert typed.application_failure_info["non_retryable"] is True
+    assert Replayer(workflows=[ChargeWorkflow]).replay_workflow(history).replay_failure is None
+    # The same history with another error type takes the workflow down the other branch.
+    other = WorkflowHistory.from_json("charge-wf", h.json().replace("CardDeclined", "Timeout"))
+    with pytest.raises(workflow.NondeterminismError, match="StartTimer"):
+        Replayer(workflows=[ChargeWorkflow]).replay_workflow(other)
