@@ -59,10 +59,12 @@ class Reply:
 
 
 class MethodNotAllowed(ChronicleError):
-    """A verb the endpoint does not take: 405 with DRF's code and message."""
+    """A verb the endpoint does not take: 405 with DRF's code and message, and the verbs it
+    does take in ``Allow`` (HTTP requires it on a 405)."""
 
-    def __init__(self, method: str) -> None:
+    def __init__(self, method: str, allowed: tuple[str, ...] = ()) -> None:
         super().__init__(ErrorCode.INVALID_ARGUMENT, f'Method "{method}" not allowed.')
+        self.allowed = allowed
 
     @property
     def status(self) -> int:
@@ -74,15 +76,18 @@ class MethodNotAllowed(ChronicleError):
 
 def require_method(call: Call, *methods: str) -> None:
     if call.method not in methods:
-        raise MethodNotAllowed(call.method)
+        raise MethodNotAllowed(call.method, methods)
 
 
 def error_reply(error: ChronicleError) -> Reply:
-    """The error body and status, with Retry-After when the caller should wait."""
-    if error.retry_after is None:
-        return Reply(error.status, encode(error.as_dict()))
-    wait = str(max(1, int(error.retry_after + 0.999))).encode()
-    return Reply(error.status, encode(error.as_dict()), ((b"retry-after", wait),))
+    """The error body and status, with Retry-After when the caller should wait (and Allow
+    on a 405)."""
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+    if error.retry_after is not None:
+        headers += ((b"retry-after", str(max(1, int(error.retry_after + 0.999))).encode()),)
+    if isinstance(error, MethodNotAllowed) and error.allowed:
+        headers += ((b"allow", ", ".join(error.allowed).encode()),)
+    return Reply(error.status, encode(error.as_dict()), headers)
 
 
 _encoder = msgspec.json.Encoder()

@@ -109,6 +109,13 @@ def query_workflow(
 class WorkflowListApi(NamespaceApi):
     """POST starts a workflow; GET lists runs newest first."""
 
+    @property
+    def default_response_headers(self) -> dict[str, str]:
+        """The start (POST) is answered by the lean lane: ``Allow`` names it too."""
+        headers: dict[str, str] = super().default_response_headers
+        headers["Allow"] += ", POST"
+        return headers
+
     @extend_schema_serializer(component_name="ListWorkflowExecutionsParams")
     class ListSerializer(serializers.Serializer[Any]):
         query = serializers.CharField(

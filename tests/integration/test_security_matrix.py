@@ -298,3 +298,22 @@ def _assigned(outsider: Outsider) -> dict[str, Any]:
         "shard_id": 0,
         "role": "admin",
     }
+
+
+def test_a_method_an_operation_does_not_take_is_405_with_allow() -> None:
+    """Every path of the schema, sent a verb it does not document: 405 naming in ``Allow``
+    every verb it does document (DRF views and the lean lane alike)."""
+    SCHEMA.update(matrix.served_schema())
+    world = build_world()
+    values = {**outsider_of(world).b_ids, "namespace": world.a.name}
+    faults = []
+    for path, item in SCHEMA["paths"].items():
+        documented = {method.upper() for method in item if method in matrix.METHODS}
+        unused = next(m for m in ("PUT", "PATCH", "DELETE", "POST", "GET") if m not in documented)
+        answer = asgi_request(unused, matrix.fill(path, values), authorization=f"Bearer {world.keys['a']}")
+        allow = {m.strip() for m in answer.headers.get("allow", "").split(",") if m.strip()}
+        if answer.status_code != 405 or not documented <= allow:
+            faults.append(
+                f"{unused} {path}: {answer.status_code}, Allow {sorted(allow)}, documented {documented}"
+            )
+    assert faults == [], "\n".join(faults)
