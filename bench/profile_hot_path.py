@@ -131,9 +131,14 @@ async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) 
     wid = f"hot-{uuid.uuid4().hex[:12]}"
     sticky = f"{queue}-sticky"
     m = tally.measure
-    start = {"workflow_id": wid, "workflow_type": "OneStep", "task_queue": queue, "input": [1]}
     # What execute_workflow sends: the start's answer waits for the close, and is the result.
-    start["wait_for_close"] = 10
+    start = {
+        "workflow_id": wid,
+        "workflow_type": "OneStep",
+        "task_queue": queue,
+        "input": [1],
+        "wait_for_close": 10,
+    }
     started = await _started_in_background(client.call("POST", f"{base}/workflows", start), client, queue)
     poll = {"identity": "prof", "timeout": 5}
     task = await m("wft poll", client.call("POST", f"{base}/task-queues/{queue}/workflow-tasks/poll", poll))

@@ -15,6 +15,8 @@ it matches. This module imports no app; ``chronicle.asgi`` wires the apps' route
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -105,7 +107,14 @@ async def serve(
         body=raw,
     )
     try:
-        reply = await route.handler(match)(call, Trips(pool))
+        handler = route.handler(match)
+        if getattr(handler, "waits", False):
+            answered = await _unless_gone(handler(call, Trips(pool)), receive)
+            if answered is None:
+                return  # the client went away while the call waited
+            reply = answered
+        else:
+            reply = await handler(call, Trips(pool))
     except ChronicleError as error:
         reply = error_reply(error)
     except Exception as error:
@@ -120,6 +129,35 @@ async def serve(
         {"type": "http.response.start", "status": reply.status, "headers": headers + list(reply.headers)}
     )
     await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else reply.body})
+
+
+def waiting(handler: Handler) -> Handler:
+    """Mark ``handler`` as one that may wait (a long-poll): it is given up when its client
+    goes away, as Django gives up an async view, so a poll whose worker is gone stops
+    waiting and claims no task that nobody would receive."""
+    setattr(handler, "waits", True)  # noqa: B010 (an attribute of a function)
+    return handler
+
+
+async def _unless_gone(answer: Awaitable[Reply], receive: Receive) -> Reply | None:
+    """``answer``'s reply, or None (``answer`` cancelled) if the client disconnects first."""
+    answering = asyncio.ensure_future(answer)
+    gone = asyncio.ensure_future(_disconnect(receive))
+    try:
+        await asyncio.wait((answering, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not answering.done():
+            answering.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await answering
+    return None if answering.cancelled() else answering.result()
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return once the client has gone (the body was read before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _read_body(receive: Receive) -> bytes | None:

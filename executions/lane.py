@@ -27,7 +27,7 @@ from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from chronicle.lane import EMPTY, Call, Reply, decode_body, encode, require_method
-from chronicle.lane_asgi import Handler, Route, Trips, one_trip
+from chronicle.lane_asgi import Handler, Route, Trips, one_trip, waiting
 from executions import selectors
 from executions.lane_bodies import (
     HistoryParams,
@@ -283,10 +283,11 @@ def _always(handler: Handler) -> Callable[[re.Match[str]], Handler]:
     return lambda match: handler
 
 
-_RUN_CALLS: dict[str, Handler] = {"signal": one_trip(signal), "history": history}
+_RUN_CALLS: dict[str, Handler] = {"signal": one_trip(signal), "history": waiting(history)}
 ROUTES = [
     # POST only: the list (GET) of the same URL stays a DRF view.
-    Route(re.compile(NS + r"workflows\Z"), _always(start), methods=frozenset({"POST"})),
-    Route(re.compile(NS + r"signal-with-start\Z"), _always(signal_with_start)),
+    # A start may wait for its run's close (``wait_for_close``): given up if its caller goes.
+    Route(re.compile(NS + r"workflows\Z"), _always(waiting(start)), methods=frozenset({"POST"})),
+    Route(re.compile(NS + r"signal-with-start\Z"), _always(waiting(signal_with_start))),
     Route(re.compile(RUN + r"(?P<call>signal|history)\Z"), lambda match: _RUN_CALLS[match["call"]]),
 ]

@@ -28,6 +28,7 @@ from chronicle.lane_asgi import Handler, Route, one_trip
 from history import kernel
 from history.kernel.tokens import TaskScope
 from matching import lane_bodies as bodies
+from matching import lane_polls
 from namespaces.auth import access_namespace, api_key_from_header
 
 
@@ -141,7 +142,11 @@ def respond(endpoint: Endpoint, key: object, namespace: str, task_queue: str, ra
     return endpoint.answer(endpoint.action(scope=scope, **body.kernel_args()))
 
 
-_HANDLERS: dict[str, Handler] = {endpoint.path: one_trip(partial(answer, endpoint)) for endpoint in ENDPOINTS}
+_HANDLERS: dict[str, Handler] = {
+    **{endpoint.path: one_trip(partial(answer, endpoint)) for endpoint in ENDPOINTS},
+    **lane_polls.HANDLERS,
+}
+# The token calls and the polls (:mod:`matching.lane_polls`), each under its queue.
 ROUTE = Route(
     # The URLs Django's resolver matched for these views: ``<str:...>`` is one path segment.
     re.compile(

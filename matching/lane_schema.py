@@ -15,10 +15,10 @@ from typing import Any
 from chronicle import lane_schema as described
 from chronicle.openapi import ERROR_STATUSES
 from matching import schemas
-from matching.api import ASYNC_ENDPOINTS
 from matching.dispatch import MAX_TASKS_PER_POLL
 from matching.lane import ENDPOINTS
 from matching.lane_batch import ReportBatch, ReportBatchAnswer
+from matching.lane_polls import POLL_ENDPOINTS
 
 QUEUE_PATH = "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/"
 _RESPONSES: dict[str, type[Any]] = {
@@ -86,7 +86,7 @@ def add_async_endpoints_to_schema(result: dict[str, Any], generator: Any, **kwar
         if status != 409
     }
     paths = result.setdefault("paths", {})
-    for path, method, summary in ASYNC_ENDPOINTS:
+    for path, method, summary in POLL_ENDPOINTS:
         task = "WorkflowTask" if "/workflow-tasks/" in path else "ActivityTask"
         paths.setdefault(path, {})[method] = {
             "operationId": summary.lower().replace(" ", "_"),

@@ -13,6 +13,4 @@ urlpatterns = [
         api.ActivityTaskTokenApi.as_view(),
         name="activity-task-token",
     ),
-    path(_q + "workflow-tasks/poll", api.poll_workflow_task, name="poll-workflow-task"),
-    path(_q + "activity-tasks/poll", api.poll_activity_task, name="poll-activity-task"),
 ]

@@ -47,9 +47,18 @@ def asgi_post(path: str, body: dict[str, Any], *, authorization: str | None = No
 
 
 async def asgi_call(
-    method: str, path: str, raw: bytes = b"", *, authorization: str | None = None, query: str = ""
+    method: str,
+    path: str,
+    raw: bytes = b"",
+    *,
+    authorization: str | None = None,
+    query: str = "",
+    gone: asyncio.Event | None = None,
 ) -> AsgiResponse:
-    """The same, from a running event loop (``bench/profile_hot_path.py`` drives it so)."""
+    """The same, from a running event loop (``bench/profile_hot_path.py`` drives it so).
+
+    ``gone``, once set, is the client going away before its answer (a status of 0 then
+    means nothing was sent)."""
     from chronicle.asgi import application
 
     headers = [(b"host", b"testserver"), (b"content-type", b"application/json")]
@@ -77,9 +86,17 @@ async def asgi_call(
     async def receive() -> dict[str, Any]:
         if inbox:
             return inbox.pop(0)
-        # Django's async views listen for a disconnect while they run: the client stays
-        # until the whole answer is sent, as a real one does.
-        await answered.wait()
+        # Django's async views and the lane's waiting calls listen for a disconnect while
+        # they run: the client stays until the whole answer is sent, as a real one does,
+        # unless it is told to go.
+        ends = [asyncio.ensure_future(answered.wait())]
+        if gone is not None:
+            ends.append(asyncio.ensure_future(gone.wait()))
+        try:
+            await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for end in ends:
+                end.cancel()
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:

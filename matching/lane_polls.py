@@ -1,0 +1,160 @@
+"""The worker's long-polls for workflow and activity tasks, on the lean lane.
+
+A worker's polls are the other half of its calls. As async Django views each paid for
+Django's request handling (the handler, the middleware, URL resolution, request and
+response objects): about a millisecond a poll, a tenth of a workflow's frontend CPU. Here
+a poll is what it always was, in the same order: the method (405), the path (400), the
+body read by the same vetting as every JSON body (:func:`chronicle.api.parse_json_body`:
+413, malformed JSON, NUL, nesting), the key and the tenancy gate with the worker role and
+the rate (401/404/403/429), then the claim (:func:`matching.dispatch.poll_batch`) and, if
+nothing is there, a wait on the process's wake-ups with a safety re-check, to the caller's
+timeout capped by the server's. The answer is one task, ``{"tasks": [...]}`` when the
+body asked for ``max_tasks``, or 204.
+
+A waiting poll holds neither a thread nor a database connection: it waits on the event
+loop between its trips to the API's pool. A poll whose worker goes away is given up
+(:func:`chronicle.lane_asgi.waiting`), as Django gave up the async view: it stops
+waiting, and claims no task for a worker that would never receive it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from chronicle.api import parse_json_body
+from chronicle.conf import engine_settings
+from chronicle.db import listen_conninfo
+from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.lane import Call, Reply, encode, require_method
+from chronicle.lane_asgi import Handler, Trips, waiting
+from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id
+from history.kernel.wakeups import task_wakeup_key
+from history.models import TaskKind
+from matching.dispatch import MAX_TASKS_PER_POLL, DispatchThrottled, poll_batch
+from matching.longpoll import hub
+from namespaces.auth import access_namespace, api_key_from_header
+from namespaces.models import Namespace
+
+NO_TASK = Reply(204, b"")
+# The poll endpoints, for the OpenAPI schema (:mod:`matching.lane_schema`).
+POLL_ENDPOINTS = [
+    (
+        "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/workflow-tasks/poll",
+        "post",
+        "Poll workflow task",
+    ),
+    (
+        "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/activity-tasks/poll",
+        "post",
+        "Poll activity task",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Poll:
+    """One poll as its body asked for it."""
+
+    kind: str
+    task_queue: str
+    identity: str
+    worker_version: WorkerVersionStamp | None
+    max_tasks: int
+    batch: bool
+    timeout: float
+
+    @classmethod
+    def read(cls, call: Call, kind: str) -> Poll:
+        body = parse_json_body(call.body)
+        try:
+            batch = "max_tasks" in body
+            settings = engine_settings()
+            return cls(
+                kind=kind,
+                task_queue=call.params["task_queue"],
+                identity=str(body.get("identity") or "")[:1000],
+                worker_version=WorkerVersionStamp.from_wire(body.get("worker_version_capabilities")),
+                max_tasks=_max_tasks(body.get("max_tasks")) if batch else 1,
+                batch=batch,
+                timeout=min(
+                    float(body.get("timeout") or settings.poll_timeout_seconds), settings.poll_timeout_seconds
+                ),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ChronicleError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
+
+    def claim(self, namespace: Namespace) -> list[dict[str, Any]]:
+        """Take what is there for this poll (nothing while the queue's dispatch is throttled,
+        which ``DispatchThrottled`` says, with how long to wait)."""
+        queue, version = self.task_queue, self.worker_version
+        return poll_batch(namespace, queue, self.kind, self.identity, version, max_tasks=self.max_tasks)
+
+    def answer(self, tasks: list[dict[str, Any]]) -> Reply:
+        if not tasks:
+            return NO_TASK
+        return Reply(200, encode({"tasks": tasks} if self.batch else tasks[0]))
+
+
+def _max_tasks(value: Any) -> int:
+    """A poll's ``max_tasks``: how many tasks the worker has free slots for (1 to 32)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TASKS_PER_POLL:
+        raise ChronicleError(
+            ErrorCode.INVALID_ARGUMENT, f"max_tasks must be an integer from 1 to {MAX_TASKS_PER_POLL}"
+        )
+    return int(value)
+
+
+def _admit(call: Call) -> tuple[Namespace, str]:
+    """The key, the tenancy gate with the worker role and the rate; and the LISTEN conninfo."""
+    key = api_key_from_header(call.authorization)
+    return access_namespace(key, call.params["namespace"], "worker"), listen_conninfo()
+
+
+async def poll(call: Call, trips: Trips, kind: str) -> Reply:
+    """Answer a poll with what its queue has, waiting for it up to the poll's timeout."""
+    require_method(call, "POST")
+    call.refuse_nul_in_path()
+    wanted = Poll.read(call, kind)
+    namespace, conninfo = await trips.run(_admit, call)
+    hub.ensure_listening(conninfo)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wanted.timeout
+    recheck = engine_settings().safety_recheck_seconds
+    build_id = dispatch_build_id(wanted.worker_version)
+    wake_key = task_wakeup_key(namespace.id, kind, wanted.task_queue, build_id)
+    while True:
+        # Subscribed before the claim: a task added while it runs wakes this poll.
+        woken = hub.subscribe(wake_key)
+        try:
+            try:
+                tasks = await trips.run(wanted.claim, namespace)
+            except DispatchThrottled as throttled:
+                await asyncio.sleep(min(throttled.wait, max(0.0, deadline - loop.time())))
+                tasks = []
+            remaining = deadline - loop.time()
+            if tasks or remaining <= 0:
+                if woken.is_set():
+                    # The wake-up was for a task this poll did not take: pass it on.
+                    hub.wake(wake_key, 1)
+                return wanted.answer(tasks)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), min(recheck, remaining))
+        finally:
+            hub.unsubscribe(wake_key, woken)
+
+
+async def poll_workflow_task(call: Call, trips: Trips) -> Reply:
+    return await poll(call, trips, TaskKind.WORKFLOW)
+
+
+async def poll_activity_task(call: Call, trips: Trips) -> Reply:
+    return await poll(call, trips, TaskKind.ACTIVITY)
+
+
+HANDLERS: dict[str, Handler] = {
+    "workflow-tasks/poll": waiting(poll_workflow_task),
+    "activity-tasks/poll": waiting(poll_activity_task),
+}
