@@ -6,8 +6,10 @@ client's start, signal-with-start, signal and history read (:mod:`executions.lan
 Django handlers share the rest:
 the other ``/api/v1/`` paths go to :class:`ApiHandler`, which runs no middleware;
 everything else (UI, admin, schema) gets the full stack from ``settings.MIDDLEWARE``.
-The probes (``/healthz``, ``/readyz``: :mod:`chronicle.health`) are answered before any of
-them. Websockets (the UI's live mode) go through Channels with the session's user
+The probes (``/healthz``, ``/readyz``: :mod:`chronicle.health`) and the Prometheus scrape
+(``/metrics``: :mod:`chronicle.metrics`) are answered before any of them; every other
+request is counted and timed by route, and bound to its log records
+(:mod:`chronicle.logging_config`). Websockets (the UI's live mode) go through Channels with the session's user
 (``AuthMiddlewareStack``), from allowed origins only, since a session cookie would
 otherwise let another site open a socket as the signed-in user.
 """
