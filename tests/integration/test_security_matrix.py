@@ -11,8 +11,8 @@ namespace and B's ids (three namespaces and B's rows from
   operator-only call;
 * each single-role key of B whose role the operation does not take: 403;
 * A's key at A's URL with an id B minted in the path (run, schedule, batch job, payload
-  digest, API key, member), B's task token in the body or B's page token in the query:
-  400, 403 or 404;
+  digest, API key, member), B's task token in the body, or B's page token, schedule
+  cursor or run id in the query: 400, 403 or 404;
 * mass assignment: A's key at A's URL, ``namespace``, ``run_id``, ``status``,
   ``shard_id`` and ``role`` added to a valid-looking body: refused (4xx) or ignored.
 
@@ -28,6 +28,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.utils import timezone
@@ -65,7 +66,7 @@ class Outsider:
     b_ids: dict[str, str]
     a_ids: dict[str, str]  # A's side: A's namespace, B's minted ids
     task_token_b: str
-    page_token_b: str
+    query_b: dict[str, str]  # query parameter -> a value B minted (page tokens, cursors, run ids)
     markers: dict[str, str]
 
     def state(self) -> dict[str, Any]:
@@ -128,7 +129,17 @@ def outsider_of(world: World) -> Outsider:
     task = poll_once(b, QUEUE, "workflow", "matrix")
     assert task is not None
     listing = f"/api/v1/namespaces/{b.name}/workflows"
-    page = asgi_request("GET", listing, authorization=f"Bearer {world.keys['b']}", query="page_size=1").json()
+    as_b = f"Bearer {world.keys['b']}"
+    page = asgi_request("GET", listing, authorization=as_b, query="page_size=1").json()
+    schedules = asgi_request(
+        "GET", listing.replace("workflows", "schedules"), authorization=as_b, query="page_size=1"
+    )
+    query_b = {
+        "next_page_token": page["next_page_token"],
+        "cursor": schedules.json()["next_cursor"],
+        "run_id": str(world.run_b.run_id),
+    }
+    assert all(query_b.values()), query_b
     b_ids = {
         "namespace": b.name,
         "workflow_id": WID,
@@ -157,7 +168,7 @@ def outsider_of(world: World) -> Outsider:
         b_ids,
         {**b_ids, "namespace": world.a.name},
         task["task_token"],
-        page["next_page_token"],
+        query_b,
         markers,
     )
 
@@ -193,11 +204,9 @@ def refusals(op: matrix.Operation, outsider: Outsider, body: dict[str, Any]) -> 
         calls.append(
             (Call(f"{op.name} [B's task token at A]", op.method, at_a, foreign, token_body), FOREIGN)
         )
-    if "next_page_token" in op.query:
-        query = f"next_page_token={outsider.page_token_b}"
-        calls.append(
-            (Call(f"{op.name} [B's page token at A]", op.method, at_a, foreign, raw, query), FOREIGN)
-        )
+    for name in sorted(set(op.query) & set(outsider.query_b)):
+        query = urlencode({name: outsider.query_b[name]})
+        calls.append((Call(f"{op.name} [B's {name} at A]", op.method, at_a, foreign, raw, query), FOREIGN))
     return calls
 
 
