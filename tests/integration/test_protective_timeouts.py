@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import psycopg_pool
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError, connection
@@ -123,3 +124,35 @@ def _show_in_a_new_process(role: str, setting: str) -> subprocess.CompletedProce
         text=True,
         timeout=60,
     )
+
+
+def test_connections_run_out_is_a_503_and_the_pool_waits_its_full_timeout_again_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every pooled connection taken (a burst, a leak): a call waits the pool's timeout,
+    then gets a 503 with Retry-After, not a 500; once a connection is back, calls work and
+    the pool waits its own timeout again."""
+    namespace = NamespaceFactory()
+    authorization = ApiKeyFactory(namespace=namespace).authorization
+    ExecutionFactory(namespace=namespace, workflow_id="busy")
+    signal = f"/api/v1/namespaces/{namespace.name}/workflows/busy/signal"
+    pool = connection.pool
+    assert pool is not None, "the connection pool is off (CHRONICLE_DB_POOL)"
+    monkeypatch.setattr(pool, "timeout", 1.5)
+    taken = []
+    try:
+        while len(taken) < pool.max_size:  # every connection the others do not hold
+            try:
+                taken.append(pool.getconn(timeout=1))
+            except psycopg_pool.PoolTimeout:
+                break
+        began = time.monotonic()
+        answer = asgi_post(signal, {"signal_name": "go"}, authorization=authorization)
+        assert answer.status_code == 503, answer.content[:300]
+        assert answer.json()["code"] == "unavailable" and int(answer["retry-after"]) >= 1
+        assert time.monotonic() - began < 4
+    finally:
+        for held in taken:
+            pool.putconn(held)
+    assert asgi_post(signal, {"signal_name": "go"}, authorization=authorization).status_code == 200
+    assert pool.timeout == 1.5  # the outage's shorter wait ended with the first connection made
