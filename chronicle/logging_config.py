@@ -2,9 +2,9 @@
 
 ``CHRONICLE_LOG_FORMAT`` switches (``json`` or ``text``, the default). Every record of a
 request carries what is known about it: ``request_id`` (the caller's ``X-Request-ID``,
-e.g. from a load balancer, or one made up for the request), ``namespace`` and
-``workflow_id`` (read from the URL), and ``workflow_id``/``run_id`` when the code that
-logs passes them (``log.warning(..., extra={"workflow_id": ..., "run_id": ...})``).
+e.g. from a load balancer, or one made up for the request), ``namespace``, ``workflow_id``
+and ``run_id`` (read from the URL, where it names them), and ``workflow_id``/``run_id``
+when the code that logs passes them (``log.warning(..., extra={"workflow_id": ..., "run_id": ...})``).
 
 What the hot path pays is one ``ContextVar.set`` per request (:func:`bind_request`, in
 ``chronicle.asgi``): the fields are read from the request's ASGI scope only when a record
@@ -47,6 +47,8 @@ def request_fields() -> dict[str, str]:
         fields["namespace"] = parts[0]
         if len(parts) > 2 and parts[1] == "workflows" and parts[2]:
             fields["workflow_id"] = parts[2]
+            if len(parts) > 4 and parts[3] == "runs" and parts[4]:
+                fields["run_id"] = parts[4]
     return fields
 
 

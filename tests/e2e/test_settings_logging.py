@@ -13,7 +13,13 @@ import httpx
 import pytest
 
 from chronicle.launcher import ProcessGroup, frontend_process
-from chronicle.logging_config import JsonFormatter, RequestContext, bind_request, logging_settings
+from chronicle.logging_config import (
+    JsonFormatter,
+    RequestContext,
+    bind_request,
+    logging_settings,
+    request_fields,
+)
 from tests.conftest import Stack, Tenant, free_port, wait_until
 
 
@@ -57,6 +63,16 @@ def test_json_logs_carry_the_request_id_namespace_and_workflow(
     assert any(line["logger"] == "gunicorn.error" for line in lines)
 
 
+def fields_of(path: str) -> dict[str, str]:
+    """The log fields of a request for ``path``, bound in a context of its own."""
+
+    def bound() -> dict[str, str]:
+        bind_request({"path": path, "headers": []})
+        return request_fields()
+
+    return contextvars.copy_context().run(bound)
+
+
 def test_a_record_outside_requests_has_no_request_fields_and_extra_fields_win() -> None:
     formatter, context = JsonFormatter(), RequestContext()
     record = logging.LogRecord("chronicle.shard_owner", logging.INFO, __file__, 1, "fired %d", (3,), None)
@@ -72,6 +88,9 @@ def test_a_record_outside_requests_has_no_request_fields_and_extra_fields_win() 
         return dict(json.loads(formatter.format(record)))
 
     line = contextvars.copy_context().run(in_a_request)  # the binding ends with that context
+    assert "run_id" not in fields_of("/api/v1/namespaces/acme/workflows/w/signal")
+    from_path = fields_of("/api/v1/namespaces/acme/workflows/w/runs/r-9/history")
+    assert (from_path["workflow_id"], from_path["run_id"]) == ("w", "r-9")
     assert (line["namespace"], line["workflow_id"], line["run_id"]) == ("acme", "from-extra", "run-1")
     assert len(line["request_id"]) == 16
 
