@@ -11,7 +11,6 @@ Production settings refuse to start unsafe (:mod:`chronicle.production`): no
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import environ
@@ -46,7 +45,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # The UI's and the admin's static files, from collectstatic's output or the apps' folders.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "chronicle.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -147,9 +146,6 @@ STATIC_ROOT = Path(env.str("CHRONICLE_STATIC_ROOT", default=str(CHRONICLE_STATE_
 # Once collectstatic has filled STATIC_ROOT, its (compressed) copies are served; before that
 # (development, tests) the apps' own folders are.
 WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
-# Until collectstatic has run (development, tests) there is no STATIC_ROOT, and the finders
-# serve everything: WhiteNoise's warning about the missing folder says nothing useful then.
-warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
