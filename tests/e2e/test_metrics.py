@@ -8,12 +8,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from chronicle.launcher import ProcessGroup, batch_runner_process, frontend_process, shard_owner_process
+from history.models import Shard, WorkflowExecution
 from tests.conftest import Api, ScriptedWorker, Stack, Tenant, command, free_port, wait_until
 
 TOKEN = "scrape-token-for-the-test"
@@ -85,20 +87,34 @@ def run_one_activity_workflow(api: Api, queue: str, workflow_id: str) -> None:
     assert worker.complete_workflow_task(task, close).status_code == 200
 
 
+def start_on_a_shard_of(api: Api, owner: str, django_db_blocker: Any) -> tuple[str, str]:
+    """Start workflows (each on a queue of its own) until one lands on a shard ``owner``
+    holds; its workflow id and queue. The others wait on their queues, a backlog."""
+    with django_db_blocker.unblock():
+        wait_until(lambda: Shard.objects.filter(owner=owner).exists(), timeout=20)
+        for n in range(40):
+            workflow_id, queue = f"metered-timer-{n}", f"timer-{uuid.uuid4().hex[:8]}"
+            run_id = api.start(workflow_id, queue)["run_id"]
+            shard = WorkflowExecution.objects.get(run_id=run_id).shard_id
+            if Shard.objects.filter(shard_id=shard, owner=owner).exists():
+                return workflow_id, queue
+    raise AssertionError(f"no workflow landed on a shard of {owner}")
+
+
 def test_every_family_has_samples_after_some_workflows(
-    metered_stack: Stack, make_tenant: Callable[..., Tenant]
+    metered_stack: Stack, make_tenant: Callable[..., Tenant], django_db_blocker: Any
 ) -> None:
     stack = metered_stack
     api = Api(stack, make_tenant())
     queue = f"q-{uuid.uuid4().hex[:8]}"
     for n in range(3):
         run_one_activity_workflow(api, queue, f"metered-{n}")
-    # A timer the shard owner fires.
-    worker = ScriptedWorker(api, queue)
-    api.start("metered-timer", queue)
+    # A timer this stack's shard owner fires (the session stack's owner holds the other shards).
+    timer_wf, timer_queue = start_on_a_shard_of(api, "metrics-owner", django_db_blocker)
+    worker = ScriptedWorker(api, timer_queue)
     timer = command("StartTimer", timer_id="t1", start_to_fire_timeout=1)
     assert worker.complete_workflow_task(worker.poll_workflow_task(), timer).status_code == 200
-    wait_until(lambda: "TimerFired" in api.event_types("metered-timer"), timeout=20)
+    wait_until(lambda: "TimerFired" in api.event_types(timer_wf), timeout=20)
     # A queue nobody polls: a backlog with an age.
     api.start("metered-waiting", f"unpolled-{uuid.uuid4().hex[:6]}")
     # A tenant over its request rate.
