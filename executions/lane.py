@@ -36,6 +36,7 @@ from executions.lane_bodies import (
     StartWorkflowRequest,
     history_params,
 )
+from executions.lane_updates import ROUTES as UPDATE_ROUTES
 from history import kernel
 from history.kernel.wakeups import close_wakeup_key
 from history.models import ExecutionStatus, WorkflowExecution
@@ -290,4 +291,5 @@ ROUTES = [
     Route(re.compile(NS + r"workflows\Z"), _always(waiting(start)), methods=frozenset({"POST"})),
     Route(re.compile(NS + r"signal-with-start\Z"), _always(waiting(signal_with_start))),
     Route(re.compile(RUN + r"(?P<call>signal|history)\Z"), lambda match: _RUN_CALLS[match["call"]]),
+    *UPDATE_ROUTES,
 ]

@@ -12,6 +12,7 @@ from typing import Any
 
 from chronicle import lane_schema as described
 from executions import lane_bodies as bodies
+from executions import lane_updates as updates
 from executions import schemas
 
 NS = "/api/v1/namespaces/{namespace}/"
@@ -78,4 +79,50 @@ def add_lane_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) ->
             query=query,
             responses={200: "HistoryPage"},
         )
+        _add_update_operations(paths, path, names, infix)
+    _add_update_with_start(result, paths)
     return result
+
+
+def _add_update_operations(paths: dict[str, Any], path: str, names: tuple[str, ...], infix: str) -> None:
+    """Send an update and wait for a stage; poll for its outcome (``executions.lane_updates``)."""
+    paths.setdefault(path + "/update", {})["post"] = described.operation(
+        operation_id=f"v1_namespaces_workflows_{infix}update_create",
+        summary="Send an update to a running workflow and wait for the stage asked for",
+        description="Answers when the update reaches `wait_stage` or the wait ends; `stage` says "
+        "which it reached. A repeated `update_id` gets the first update's stage and outcome.",
+        tag="client",
+        parameters=names,
+        request="UpdateWorkflowRequest",
+        responses={200: "UpdateOutcome"},
+    )
+    paths.setdefault(path + "/updates/{update_id}", {})["get"] = described.operation(
+        operation_id=f"v1_namespaces_workflows_{infix}updates_retrieve",
+        summary="Poll for an update's outcome, waiting for the stage asked for",
+        tag="client",
+        parameters=(*names, "update_id"),
+        query=described.query_parameters(updates.UpdatePollParams),
+        responses={200: "UpdateOutcome"},
+    )
+
+
+def _add_update_with_start(result: dict[str, Any], paths: dict[str, Any]) -> None:
+    described.add_components(
+        result,
+        described.request_components(
+            [
+                updates.UpdateWorkflowRequest,
+                updates.UpdateWithStartRequest,
+                updates.UpdateOutcome,
+                updates.UpdateWithStartOutcome,
+            ]
+        ),
+    )
+    paths.setdefault(NS + "update-with-start", {})["post"] = described.operation(
+        operation_id="v1_namespaces_update_with_start_create",
+        summary="Start a workflow (or use the running one) and send it an update, in one call",
+        tag="client",
+        parameters=("namespace",),
+        request="UpdateWithStartRequest",
+        responses={200: "UpdateWithStartOutcome"},
+    )

@@ -67,6 +67,9 @@ class WorkflowExecution(models.Model):
     reset_event_id = models.BigIntegerField(default=0)
     reset_run_id = models.UUIDField(null=True, blank=True)
     signal_count = models.IntegerField(default=0)
+    # Updates admitted or accepted and not yet completed or rejected (``WorkflowUpdate`` rows):
+    # zero spares a started workflow task the read for update requests to carry.
+    updates_in_flight = models.IntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
     # Events with outside causes that arrived while a workflow task was in flight.
     buffered_events = models.JSONField(default=list)
@@ -405,6 +408,45 @@ class WorkflowQuery(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # Waiting for the run's next workflow task (sent in its ``queries`` map), not a query task.
     buffered = models.BooleanField(default=False)
+
+
+class UpdateState(models.TextChoices):
+    """How far an update has come (Temporal's lifecycle stages, plus its rejection)."""
+
+    ADMITTED = "ADMITTED"
+    ACCEPTED = "ACCEPTED"
+    COMPLETED = "COMPLETED"
+    REJECTED = "REJECTED"
+
+
+class WorkflowUpdate(models.Model):
+    """An update sent to a run: its request until a worker takes it, then its outcome.
+
+    History holds only accepted updates (``WorkflowExecutionUpdateAccepted`` / ``Completed``);
+    this row also remembers the admitted ones a worker has yet to see and the rejected ones,
+    so a repeated ``update_id`` gets the first outcome and a waiting caller finds its stage.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    shard_id = models.IntegerField()
+    update_id = models.CharField(max_length=1000)
+    name = models.CharField(max_length=1000)
+    args = models.JSONField(default=list)
+    header = models.JSONField(default=dict)
+    identity = models.CharField(max_length=1000, default="", blank=True)
+    state = models.CharField(max_length=16, choices=UpdateState.choices, default=UpdateState.ADMITTED)
+    # The workflow task this update scheduled on an idle run (0: it rode on another's).
+    scheduled_task_event_id = models.BigIntegerField(default=0)
+    accepted_event_id = models.BigIntegerField(default=0)
+    completed_event_id = models.BigIntegerField(default=0)
+    # ``{"success": [payload]}`` or ``{"failure": {...}}`` once completed or rejected.
+    outcome = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "update_id"], name="uniq_run_update_id")]
+        indexes = [models.Index(fields=["run"], name="update_admitted_idx", condition=Q(state="ADMITTED"))]
 
 
 class Shard(models.Model):

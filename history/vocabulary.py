@@ -65,6 +65,10 @@ class EventType(StrEnum):
     REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED = "RequestCancelExternalWorkflowExecutionFailed"
     EXTERNAL_WORKFLOW_EXECUTION_CANCEL_REQUESTED = "ExternalWorkflowExecutionCancelRequested"
 
+    # Update: a rejection writes nothing (Temporal never writes its UpdateRejected event).
+    WORKFLOW_EXECUTION_UPDATE_ACCEPTED = "WorkflowExecutionUpdateAccepted"
+    WORKFLOW_EXECUTION_UPDATE_COMPLETED = "WorkflowExecutionUpdateCompleted"
+
 
 class CommandType(StrEnum):
     """A workflow-task command's type (Temporal's ``CommandType`` without ``COMMAND_TYPE_``)."""

@@ -80,6 +80,8 @@ class WorkflowTaskCompletedRequest(TokenBody, kw_only=True):
     force_create_new_workflow_task: bool = False
     query_results: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     worker_version_stamp: WorkerVersion | None = None
+    # Answers to the updates the task carried: Acceptance, Rejection or Response.
+    messages: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
     def kernel_args(self) -> dict[str, Any]:
         args = super().kernel_args()

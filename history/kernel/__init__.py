@@ -12,7 +12,7 @@ Modules a newcomer can name: the unit of work (``_mutation``, private: its
 directly) and the SQL it sends (``store``); run locks (``locks``); the wake-up keys
 listeners share (``wakeups``); starts (``start``), client operations on a run
 (``client_operations``) and how a run closes (``close``); workflow, activity and query
-tasks; timers, transfers, children and schedules; reset (``reset/``: fold, points,
+tasks; updates (``updates``); timers, transfers, children and schedules; reset (``reset/``: fold, points,
 plan, apply). Event and command names come from :mod:`history.vocabulary`.
 """
 
@@ -48,6 +48,12 @@ from history.kernel.schedules import (
 from history.kernel.start import StartRequest, StartResult, start_workflow_execution
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
 from history.kernel.tokens import TaskScope
+from history.kernel.updates import (
+    UpdateRequest,
+    UpdateStatus,
+    find_update,
+    update_workflow_execution,
+)
 from history.kernel.workflow_tasks import (
     CompletionResult,
     record_workflow_task_started_txn,
@@ -66,11 +72,14 @@ __all__ = [
     "StartRequest",
     "StartResult",
     "TaskScope",
+    "UpdateRequest",
+    "UpdateStatus",
     "WorkflowTaskResponse",
     "backfill_schedule",
     "create_query",
     "create_schedule",
     "delete_schedule",
+    "find_update",
     "fire_timers",
     "pause_schedule",
     "preview_reset",
@@ -90,4 +99,5 @@ __all__ = [
     "terminate_workflow_execution",
     "trigger_schedule",
     "update_schedule",
+    "update_workflow_execution",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 
 from history.kernel import store, tokens
 from history.kernel._mutation import continue_as_new_suggestion
+from history.kernel.updates import update_requests
 from history.kernel.versioning import wire_build_id
 from history.models import HistoryEvent, WorkflowExecution
 from history.vocabulary import EventType
@@ -27,6 +28,7 @@ class WorkflowTaskResponse:
     history: list[dict[str, Any]]
     query: dict[str, Any] | None = None
     queries: dict[str, dict[str, Any]] | None = None
+    messages: list[dict[str, Any]] | None = None  # the update requests the task carries
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +42,7 @@ class WorkflowTaskResponse:
             "history": {"events": self.history},
             "query": self.query,
             "queries": self.queries or {},
+            "messages": self.messages or [],
         }
 
 
@@ -125,6 +128,7 @@ def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> Work
         previous_started_event_id=ex.last_wft_started_event_id,
         started_event_id=ex.wft_started_event_id,
         history=_history_for(ex, after=after) + _transient_events(ex),
+        messages=update_requests(ex),
     )
 
 

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
-from history.kernel import tokens
+from history.kernel import tokens, updates
 from history.kernel._mutation import ExecutionMutation, continue_as_new_suggestion
 from history.kernel.command_checks import CommandRejected
 from history.kernel.commands import apply_commands, validate_command_list
@@ -107,16 +107,20 @@ def respond_workflow_task_completed(
     force_create_new_workflow_task: bool = False,
     query_results: dict[str, Any] | None = None,
     worker_version_stamp: WorkerVersionStamp | None = None,
+    messages: list[dict[str, Any]] | None = None,
 ) -> CompletionResult:
     """Apply a completed workflow task's commands (temporal-semantics §2).
 
     ``query_results`` answers the queries the task carried; they are kept even when the
     commands are rejected, since the answers came from the same replay.
     ``worker_version_stamp`` (the completing worker's build) is recorded on
-    ``WorkflowTaskCompleted`` as ``worker_version``.
+    ``WorkflowTaskCompleted`` as ``worker_version``. ``messages`` answer the updates the task
+    carried (:mod:`history.kernel.updates`).
     """
     token = tokens.decode(task_token, "wft")
     validate_command_list(commands)
+    messages = messages or []
+    updates.check_messages(messages)
     if query_results and not isinstance(query_results, dict):
         raise invalid("query_results must be an object keyed by query id")
     result: CompletionResult | None = None
@@ -126,8 +130,9 @@ def respond_workflow_task_completed(
         answer_buffered_queries_txn(ex, query_results or {})
         namespace = ex.namespace
         mutation = ExecutionMutation(ex, namespace)
+        started_time = ex.wft_started_time
         closes = bool(commands) and commands[-1]["command_type"] in CLOSE_COMMANDS
-        if closes and ex.buffered_events:
+        if closes and (ex.buffered_events or updates.has_undelivered(ex, started_time)):
             _fail_task(
                 mutation,
                 "WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND",
@@ -140,6 +145,7 @@ def respond_workflow_task_completed(
         try:
             for command in commands:
                 check_payload(namespace, command.get("attributes", {}), command["command_type"])
+            check_payload(namespace, messages, "update messages")
         except ChronicleError as exc:
             _fail_task(
                 mutation,
@@ -156,9 +162,15 @@ def respond_workflow_task_completed(
             release_buffered_queries_txn(mutation)
             mutation.save()
             return CompletionResult()
+        if updates.drop_rejected_only_task_txn(mutation, commands, messages):
+            mutation.save()
+            return CompletionResult()
         completed_id = _write_completed(mutation, identity, worker_version_stamp)
+        updates.accept_updates_txn(mutation, messages, completed_id)
         try:
             eager = apply_commands(mutation, commands, completed_event_id=completed_id, identity=identity)
+            updates.complete_updates_txn(mutation, messages, identity)
+            updates.after_completion_txn(mutation, started_time)
         except CommandRejected as exc:
             rejected = exc
             transaction.set_rollback(True)

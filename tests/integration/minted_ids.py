@@ -22,7 +22,15 @@ from chronicle.asgi import LANE_ROUTES
 from executions import audit, batch
 from executions.models import AuditAction, AuditEntry, BatchJob, SavedView
 from history import kernel
-from history.models import HistoryEvent, Payload, Schedule, TimerTask, WorkflowExecution, WorkflowQuery
+from history.models import (
+    HistoryEvent,
+    Payload,
+    Schedule,
+    TimerTask,
+    WorkflowExecution,
+    WorkflowQuery,
+    WorkflowUpdate,
+)
 from matching.dispatch import poll_once
 from namespaces.models import ApiKey, MemberRole, Membership, Namespace
 from namespaces.services import api_key_issue
@@ -112,6 +120,7 @@ def snapshot(namespace: Namespace) -> dict[str, Any]:
         ),
         "events": HistoryEvent.objects.filter(run__namespace=namespace).count(),
         "queries": WorkflowQuery.objects.filter(run__namespace=namespace).count(),
+        "updates": WorkflowUpdate.objects.filter(run__namespace=namespace).count(),
         "timers": TimerTask.objects.filter(
             Q(run__namespace=namespace) | Q(schedule__namespace=namespace)
         ).count(),

@@ -43,7 +43,7 @@ from tests.integration.minted_ids import BIG_INPUT, JOB, QUEUE, SID, WID, World,
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MINTED = ("run_id", "schedule_id", "job_id", "digest", "key_id", "username")
+MINTED = ("run_id", "schedule_id", "job_id", "digest", "key_id", "username", "update_id")
 ROLES = ("client", "worker", "admin")
 MALFORMED = {
     "no key": None,
@@ -143,15 +143,15 @@ def outsider_of(world: World) -> Outsider:
     b_ids = {
         "namespace": b.name,
         "workflow_id": WID,
+        **matrix.NAMED,
         "task_queue": QUEUE,
-        "activity_id": "act-1",
-        "name": "CustomKeywordField",
         "run_id": str(world.run_b.run_id),
         "schedule_id": SID,
         "job_id": JOB,
         "digest": world.digest_b,
         "key_id": str(world.key_b.pk),
         "username": member_b.get_username(),
+        "update_id": "update-b",
     }
     markers = {
         "namespace name": b.name,
@@ -220,7 +220,7 @@ def _properties(op: matrix.Operation) -> dict[str, Any]:
     return dict(resolved.get("properties", {}))
 
 
-SAMPLES = dict.fromkeys(("namespace", "workflow_id", "task_queue", "activity_id", "name", *MINTED), "p")
+SAMPLES = dict.fromkeys(("namespace", "workflow_id", *matrix.NAMED, *MINTED), "p")
 
 
 def test_every_route_is_in_the_schema_and_classified() -> None:
