@@ -35,6 +35,9 @@ ROLE_BY_TAG = {"client": "client", "worker": "worker"}
 # A DRF view whose role depends on the key (documented): a worker may read payloads too.
 ALSO_ALLOWED = {("GET", "/api/v1/namespaces/{namespace}/payloads/{digest}"): {"worker"}}
 NOT_API = ("api/schema/",)  # the schema itself and its viewers: public, not operations
+# Path parameters a caller names (not minted by the server): the same value in every
+# namespace. A new path parameter needs a sample here or among the minted ids of the test.
+NAMED = {"task_queue": "q", "activity_id": "act-1", "name": "CustomKeywordField", "update_id": "upd-1"}
 
 
 @dataclass(frozen=True)

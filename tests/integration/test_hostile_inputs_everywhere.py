@@ -75,9 +75,8 @@ def test_no_hostile_input_gets_a_5xx_at_any_operation(
     values = {
         "namespace": world.b.name,
         "workflow_id": WID,
+        **matrix.NAMED,
         "task_queue": QUEUE,
-        "activity_id": "act-1",
-        "name": "CustomKeywordField",
         "run_id": str(world.run_b.run_id),
         "schedule_id": SID,
         "job_id": JOB,
