@@ -13,7 +13,7 @@ from django.db import transaction
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
-from history.kernel import handoff, tokens
+from history.kernel import handoff, store, tokens
 from history.kernel._mutation import PREVIOUS_EVENT, ExecutionMutation
 from history.kernel.handoff import WorkflowTaskWanted
 from history.kernel.payloads import check_payload
@@ -241,11 +241,7 @@ def _lock_activity(
     """Lock the token's run and activity; refuse one of another namespace or queue as
     unknown, and an attempt that has moved on as stale."""
     ex = tokens.lock_token_run(token, scope)
-    activity = (
-        next(iter(PendingActivity.objects.raw(_LOCK_ACTIVITY_SQL, [ex.run_id, token["s"]])), None)
-        if ex.is_running
-        else None
-    )
+    activity = _lock_pending_activity(ex, token["s"]) if ex.is_running else None
     if activity is not None:
         tokens.check_scope(scope, namespace_id=ex.namespace_id, queues=(activity.task_queue,))
     if activity is None or activity.attempt != token["a"] or activity.state != ActivityState.STARTED:
@@ -253,9 +249,17 @@ def _lock_activity(
     return ExecutionMutation(ex, ex.namespace), activity
 
 
-# One fixed statement: every activity report locks its row (the ORM compiled this each time).
+def _lock_pending_activity(ex: WorkflowExecution, scheduled_event_id: int) -> PendingActivity | None:
+    with store.bound_cursor() as cursor:
+        cursor.execute(_LOCK_ACTIVITY_SQL, [ex.run_id, scheduled_event_id])
+        row = cursor.fetchone()
+    return store.load(PendingActivity, row)[0] if row is not None else None
+
+
+# One fixed statement, bound and prepared: every activity report locks its row.
 _LOCK_ACTIVITY_SQL = (
-    f"SELECT * FROM {PendingActivity._meta.db_table} WHERE run_id = %s AND scheduled_event_id = %s FOR UPDATE"
+    f"SELECT {store.select_list(PendingActivity, 'a')} FROM {PendingActivity._meta.db_table} a "
+    "WHERE a.run_id = %s AND a.scheduled_event_id = %s FOR UPDATE"
 )
 
 

@@ -12,15 +12,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from history.kernel import store
 from namespaces.models import Namespace, TaskQueueBuildId
 
 MAX_BUILD_ID_LENGTH = 255
 UNVERSIONED = ""
+# ``TaskQueueBuildId.current_for`` as one fixed statement: every start reads it.
+_CURRENT_BUILD_SQL = (
+    f"SELECT build_id FROM {TaskQueueBuildId._meta.db_table} "
+    "WHERE namespace_id = %s AND task_queue = %s ORDER BY id DESC LIMIT 1"
+)
 
 
 def current_build_id(namespace: Namespace, task_queue: str) -> str:
     """The build a new run on ``task_queue`` is pinned to (``UNVERSIONED`` if none is set)."""
-    return TaskQueueBuildId.current_for(namespace, task_queue)
+    with store.bound_cursor() as cursor:
+        cursor.execute(_CURRENT_BUILD_SQL, [namespace.pk, task_queue])
+        row = cursor.fetchone()
+    return str(row[0]) if row else UNVERSIONED
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def test_conflict_fail_refuses_a_second_run_while_one_runs() -> None:
 def test_conflict_use_existing_returns_the_running_run() -> None:
     first = ExecutionFactory()
     result = start_again(first, id_conflict_policy="USE_EXISTING")
-    assert result == kernel.StartResult(str(first.run_id), started=False)
+    assert result == kernel.StartResult(str(first.run_id), started=False, created=False)
     assert runs_of(first) == 1
 
 
@@ -113,7 +113,7 @@ def test_terminate_existing_is_busy_for_a_second_then_replaces_the_run(options: 
 def test_a_retried_start_with_the_same_request_id_returns_the_same_run() -> None:
     first = ExecutionFactory(request_id="req-1")
     again = start_again(first, request_id="req-1", id_conflict_policy="FAIL")
-    assert again == kernel.StartResult(str(first.run_id), started=True)
+    assert again == kernel.StartResult(str(first.run_id), started=True, created=False)
     assert runs_of(first) == 1
     assert HistoryEvent.objects.filter(run=first, event_type="WorkflowExecutionStarted").count() == 1
 
