@@ -1,5 +1,5 @@
-"""A handle on one workflow execution: await its result, signal, query, cancel, terminate,
-reset, describe it and read its history (``sdk.client`` re-exports it).
+"""A handle on one workflow execution: await its result, signal, query, update, cancel,
+terminate, reset, describe it and read its history (``sdk.client`` re-exports it).
 
 It reaches the server through the client that made it, typed here as the small protocol it
 uses, so this module need not import the client that imports it.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -18,6 +19,8 @@ from sdk._http import HttpTransport
 from sdk._local_closes import LocalCloses
 from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.replayer import WorkflowHistory
+from sdk._updates import NO_ARG as NO_ARG
+from sdk._updates import WorkflowUpdateHandle, WorkflowUpdateStage, start_update
 from sdk.api.history.v1 import HistoryEvent
 from sdk.converter import DataConverter, return_hint
 from sdk.exceptions import CancelledError, TerminatedError, TimeoutError, WorkflowFailureError
@@ -32,8 +35,6 @@ CLOSE_EVENTS = {
 }
 HISTORY_WAIT_SECONDS = 30.0
 HISTORY_PAGE_SIZE = 256
-# A missing positional argument (None is a value a workflow may be sent).
-NO_ARG: Any = object()
 
 
 class HandleClient(Protocol):
@@ -194,6 +195,66 @@ class WorkflowHandle:
         if isinstance(result, list):
             return self.client.data_converter.from_result(result, result_type)
         return self.client.data_converter.from_payload(result, result_type)
+
+    async def start_update(
+        self,
+        update: str | Callable[..., Any],
+        arg: Any = NO_ARG,
+        *,
+        wait_for_stage: WorkflowUpdateStage,
+        args: Sequence[Any] = (),
+        id: str | None = None,
+        result_type: Any = None,
+        rpc_timeout: timedelta | None = None,
+    ) -> WorkflowUpdateHandle:
+        """Send an update and wait until it is ACCEPTED (or COMPLETED); ``id`` (default a new
+        UUID) is applied once however often it is sent. ``await handle.result()`` for its value."""
+        return await start_update(
+            self,
+            update,
+            arg,
+            wait_for_stage=wait_for_stage,
+            args=args,
+            id=id,
+            result_type=result_type,
+            rpc_timeout=rpc_timeout,
+        )
+
+    async def execute_update(
+        self,
+        update: str | Callable[..., Any],
+        arg: Any = NO_ARG,
+        *,
+        args: Sequence[Any] = (),
+        id: str | None = None,
+        result_type: Any = None,
+        rpc_timeout: timedelta | None = None,
+    ) -> Any:
+        """Send an update and return its handler's value; ``WorkflowUpdateFailedError`` if its
+        validator rejected it or its handler failed."""
+        handle = await self.start_update(
+            update,
+            arg,
+            wait_for_stage=WorkflowUpdateStage.COMPLETED,
+            args=args,
+            id=id,
+            result_type=result_type,
+            rpc_timeout=rpc_timeout,
+        )
+        return await handle.result()
+
+    def get_update_handle(
+        self, id: str, *, workflow_run_id: str | None = None, result_type: Any = None
+    ) -> WorkflowUpdateHandle:
+        """A handle on an update sent before (by its id), to await its result."""
+        run_id = workflow_run_id if workflow_run_id is not None else self.run_id
+        return WorkflowUpdateHandle(self.client, id, self.id, workflow_run_id=run_id, result_type=result_type)
+
+    def get_update_handle_for(
+        self, update: Callable[..., Any], id: str, *, workflow_run_id: str | None = None
+    ) -> WorkflowUpdateHandle:
+        """``get_update_handle`` with the result type read from the update handler's hint."""
+        return self.get_update_handle(id, workflow_run_id=workflow_run_id, result_type=return_hint(update))
 
     async def cancel(self, reason: str = "") -> None:
         await self.client.transport.post(

@@ -26,16 +26,25 @@ from sdk._listing import WorkflowExecutionAsyncIterator as WorkflowExecutionAsyn
 from sdk._local_closes import LocalCloses
 from sdk._payload_refs import PayloadRefResolver
 from sdk._runtime.replayer import WorkflowHistory
+from sdk._update_with_start import UpdateWithStart
+from sdk._updates import WithStartWorkflowOperation as WithStartWorkflowOperation
+from sdk._updates import WorkflowUpdateHandle as WorkflowUpdateHandle
+from sdk._updates import WorkflowUpdateStage as WorkflowUpdateStage
 from sdk._workflow_handle import HISTORY_WAIT_SECONDS, NO_ARG
 from sdk._workflow_handle import WorkflowHandle as WorkflowHandle
 from sdk.common import RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
 from sdk.envconfig import base_url, resolve_connection
 from sdk.exceptions import RPCError as RPCError
+from sdk.exceptions import RPCTimeoutOrCancelledError as RPCTimeoutOrCancelledError
 from sdk.exceptions import WorkflowAlreadyStartedError
 from sdk.exceptions import WorkflowContinuedAsNewError as WorkflowContinuedAsNewError
 from sdk.exceptions import WorkflowFailureError as WorkflowFailureError
 from sdk.exceptions import WorkflowQueryFailedError as WorkflowQueryFailedError
+from sdk.exceptions import WorkflowUpdateFailedError as WorkflowUpdateFailedError
+from sdk.exceptions import (
+    WorkflowUpdateRPCTimeoutOrCancelledError as WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from sdk.schedule import (
     Schedule,
     ScheduleActionExecutionStartWorkflow,
@@ -86,7 +95,7 @@ class EagerWorkflowRunner(Protocol):
     def run_reserved(self, task: dict[str, Any]) -> None: ...
 
 
-class Client:
+class Client(UpdateWithStart):
     """A connection to one namespace of a Chronicle server."""
 
     def __init__(self, transport: HttpTransport, *, data_converter: DataConverter, identity: str) -> None:
@@ -444,6 +453,7 @@ __all__ = [
     "BuildIdVersionSet",
     "Client",
     "RPCError",
+    "RPCTimeoutOrCancelledError",
     "Schedule",
     "ScheduleActionExecutionStartWorkflow",
     "ScheduleActionResult",
@@ -462,6 +472,7 @@ __all__ = [
     "ScheduleState",
     "ScheduleUpdate",
     "ScheduleUpdateInput",
+    "WithStartWorkflowOperation",
     "WorkerBuildIdVersionSets",
     "WorkflowContinuedAsNewError",
     "WorkflowExecutionAsyncIterator",
@@ -471,4 +482,8 @@ __all__ = [
     "WorkflowFailureError",
     "WorkflowHandle",
     "WorkflowQueryFailedError",
+    "WorkflowUpdateFailedError",
+    "WorkflowUpdateHandle",
+    "WorkflowUpdateRPCTimeoutOrCancelledError",
+    "WorkflowUpdateStage",
 ]

@@ -231,3 +231,29 @@ class WorkflowQueryFailedError(RPCError):
 
 class WorkflowContinuedAsNewError(ChronicleError):
     """A client handle followed a run that continued as new and was told not to follow."""
+
+
+class WorkflowUpdateFailedError(ChronicleError):
+    """An update was rejected by its validator or its handler failed (Temporal's name);
+    ``cause`` is the failure as an exception (an ``ApplicationError`` for a raise)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__("Workflow update failed")
+        self.__cause__ = cause
+
+    @property
+    def cause(self) -> BaseException:
+        assert self.__cause__ is not None
+        return self.__cause__
+
+
+class RPCTimeoutOrCancelledError(ChronicleError):
+    """A call's time ran out (its ``rpc_timeout``) or it was cancelled before an answer came."""
+
+
+class WorkflowUpdateRPCTimeoutOrCancelledError(RPCTimeoutOrCancelledError):
+    """Waiting for an update's outcome ran out of time or was cancelled: the update itself may
+    still complete (poll it again with ``get_update_handle``)."""
+
+    def __init__(self) -> None:
+        super().__init__("Timeout or cancellation waiting for update")

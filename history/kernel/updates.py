@@ -5,8 +5,9 @@ Temporal's protocol (temporal-semantics §6, "Update"): an update request is adm
 task, as buffered queries do (the task's ``messages``). The worker runs the validator
 before anything is written and answers in the task's completion with a message per
 update: a ``Rejection`` writes no event, an ``Acceptance`` writes
-``WorkflowExecutionUpdateAccepted`` (right after ``WorkflowTaskCompleted``) and a
-``Response`` writes ``WorkflowExecutionUpdateCompleted`` (after the commands' events);
+``WorkflowExecutionUpdateAccepted`` and a ``Response`` writes
+``WorkflowExecutionUpdateCompleted``, both right after ``WorkflowTaskCompleted`` and before
+the commands' events (so neither follows the run's close);
 accepted and completed may come in one completion or in different ones. An update id is
 applied once per run: a repeat gets the first update's stage and outcome. An accepted
 update outlives its worker: the next worker replays the accepted event, re-runs the
@@ -281,8 +282,17 @@ def accept_updates_txn(
         notify(HISTORY_CHANNEL, wakeup_key(update.id))
 
 
+def apply_messages_txn(
+    mutation: ExecutionMutation, messages: list[dict[str, Any]], completed_event_id: int, identity: str
+) -> None:
+    """A completion's update messages, written right after ``WorkflowTaskCompleted`` and before
+    the commands' events (so a response is never written after the run's close)."""
+    accept_updates_txn(mutation, messages, completed_event_id)
+    complete_updates_txn(mutation, messages, identity)
+
+
 def complete_updates_txn(mutation: ExecutionMutation, messages: list[dict[str, Any]], identity: str) -> None:
-    """Responses: ``WorkflowExecutionUpdateCompleted`` after the commands' events. A response
+    """Responses: ``WorkflowExecutionUpdateCompleted``, after the acceptances. A response
     for an update never accepted fails the task (the caller rolls back); a repeat is ignored."""
     ex = mutation.execution
     wanted = [m for m in messages if m["type"] == RESPONSE]

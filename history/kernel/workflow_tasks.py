@@ -166,10 +166,9 @@ def respond_workflow_task_completed(
             mutation.save()
             return CompletionResult()
         completed_id = _write_completed(mutation, identity, worker_version_stamp)
-        updates.accept_updates_txn(mutation, messages, completed_id)
         try:
+            updates.apply_messages_txn(mutation, messages, completed_id, identity)
             eager = apply_commands(mutation, commands, completed_event_id=completed_id, identity=identity)
-            updates.complete_updates_txn(mutation, messages, identity)
             updates.after_completion_txn(mutation, started_time)
         except CommandRejected as exc:
             rejected = exc

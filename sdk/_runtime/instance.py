@@ -33,6 +33,7 @@ from sdk._runtime.commands import (
 )
 from sdk._runtime.handlers import Handlers
 from sdk._runtime.loop import DeterministicLoop
+from sdk._runtime.updates import Updates
 from sdk.converter import DataConverter, parameter_hints, return_hint
 from sdk.exceptions import (
     ActivityError,
@@ -53,6 +54,9 @@ NOT_JOBS = {
     "WorkflowTaskFailed",
     "WorkflowTaskTimedOut",
     "ActivityTaskStarted",
+    # Update events: handled at their task's activation (``updates``), not as jobs.
+    "WorkflowExecutionUpdateAccepted",
+    "WorkflowExecutionUpdateCompleted",
 }
 
 
@@ -70,6 +74,7 @@ class Activation:
     commands: list[dict[str, Any]]
     local_activities: list[LocalActivityRequest] = field(default_factory=list)
     completed: bool = False
+    messages: list[dict[str, Any]] = field(default_factory=list)  # answers to update requests
 
 
 def _is_cancellation(error: FailureError) -> bool:
@@ -78,7 +83,7 @@ def _is_cancellation(error: FailureError) -> bool:
     return isinstance(error, ActivityError | ChildWorkflowError) and isinstance(error.cause, CancelledError)
 
 
-class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
+class WorkflowInstance(Updates, Handlers, ChildWorkflows, Activities, _Runtime):
     """A workflow run: feed it history with ``activate``, send back the commands it returns.
 
     While its code runs it is the installed ``workflow._Runtime``, the interface through
@@ -122,6 +127,7 @@ class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
         self._init_children()
         self._init_activities()
         self._init_handlers()
+        self._init_updates()
         self.cancel_requested = False
 
     # -- the seam the worker calls -------------------------------------------------------------
@@ -136,6 +142,7 @@ class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
             )
         history = self._pending_events + list(events)
         self._pending_events = []
+        self._note_update_events(history)
         for index, event in enumerate(history):
             self.last_event_id = max(self.last_event_id, int(event.get("event_id") or 0))
             kind = event["event_type"]
@@ -172,7 +179,7 @@ class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
     def _activation(self) -> Activation:
         commands = [c.wire() for c in self._unmatched]
         completed = any(c.command_type in CLOSE_COMMANDS for c in self._unmatched)
-        return Activation(commands, list(self._local_requests), completed)
+        return Activation(commands, list(self._local_requests), completed, self._take_update_messages())
 
     # -- replay matching -----------------------------------------------------------------------
 
@@ -245,6 +252,7 @@ class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
         with self.installed():  # signal handlers run workflow code
             for job in jobs:
                 self._apply(job)
+            self._apply_updates(rest, replaying=replaying)
         self._run_code()
 
     @staticmethod
@@ -302,6 +310,7 @@ class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
         with self.installed():
             self._object = self.definition.cls(*(args if self.definition.init_takes_args else []))
         self._bind_handlers(self._object)
+        self._bind_updates(self._object)
         self._main = self.loop.create_task(self._run_main(args))
 
     async def _run_main(self, args: list[Any]) -> None:
@@ -321,6 +330,7 @@ class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
         else:
             if not self.is_replaying:
                 self._warn_unfinished_handlers()
+                self._warn_unfinished_update_handlers()
             encoded = self.converter.to_result(result)
             self._close("CompleteWorkflowExecution", {"result": encoded})
 
@@ -381,6 +391,10 @@ class WorkflowInstance(Handlers, ChildWorkflows, Activities, _Runtime):
 
     def workflow_info(self) -> Info:
         return self.info
+
+    def workflow_all_handlers_finished(self) -> bool:
+        """No signal or update handler still running."""
+        return self._update_handlers_finished() and Handlers.workflow_all_handlers_finished(self)
 
     def workflow_is_replaying(self) -> bool:
         return self.is_replaying

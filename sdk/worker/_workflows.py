@@ -195,11 +195,14 @@ class WorkflowRunner:
     async def _activate(self, task: dict[str, Any]) -> tuple[WorkflowInstance, Activation]:
         """Apply the task's events; a cached instance the events do not continue is replaced by replay."""
         instance, events = await self._instance_for(task)
+        requests = [] if task.get("query") else list(task.get("messages") or [])
         try:
+            instance.receive_update_requests(requests)
             return instance, instance.activate(events)
         except StaleInstanceError:
             self.cache.pop(task["workflow_execution"]["run_id"], None)
             instance, events = await self._instance_for(task)
+            instance.receive_update_requests(requests)
             return instance, instance.activate(events)
 
     def _remember(self, run_id: str, instance: WorkflowInstance) -> None:
@@ -280,6 +283,7 @@ class WorkflowRunner:
             "commands": activation.commands,
             # Queries the server held back while this task ran, answered from the new state.
             "query_results": {query_id: answer_query(instance, q) for query_id, q in queries.items()},
+            "messages": activation.messages,  # the answers to the task's update requests
             "sticky_task_queue": "" if activation.completed else self.sticky_queue,
             "sticky_schedule_to_start_timeout": self.worker.sticky_schedule_to_start_timeout.total_seconds(),
             "worker_version_stamp": self.worker.version_stamp,

@@ -10,12 +10,14 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 DEFINITION_ATTR = "__chronicle_workflow_definition__"
 RUN_ATTR = "__chronicle_workflow_run__"
 SIGNAL_ATTR = "__chronicle_workflow_signal__"
 QUERY_ATTR = "__chronicle_workflow_query__"
+UPDATE_ATTR = "__chronicle_workflow_update__"
+VALIDATOR_ATTR = "__chronicle_update_validator__"
 INIT_ATTR = "__chronicle_workflow_init__"
 UNFINISHED_POLICY_ATTR = "__chronicle_unfinished_policy__"
 # The name a dynamic handler is recorded under: it takes every name no other handler has.
@@ -32,6 +34,7 @@ class WorkflowDefinition:
     run_fn: Callable[..., Any]
     signals: dict[str, Callable[..., Any]] = field(default_factory=dict)
     queries: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    updates: dict[str, Callable[..., Any]] = field(default_factory=dict)
     init_takes_args: bool = False
     # Exceptions (besides FailureError) that fail the run rather than its workflow task.
     failure_exception_types: tuple[type[BaseException], ...] = ()
@@ -64,6 +67,7 @@ class WorkflowDefinition:
         runs: list[Callable[..., Any]] = []
         signals: dict[str, Callable[..., Any]] = {}
         queries: dict[str, Callable[..., Any]] = {}
+        updates: dict[str, Callable[..., Any]] = {}
         init_takes_args = False
         for attr in dir(cls):
             member: Any = getattr(cls, attr, None)
@@ -73,6 +77,8 @@ class WorkflowDefinition:
                 signals[signal_name] = member
             if (query_name := getattr(member, QUERY_ATTR, None)) is not None:
                 queries[query_name] = member
+            if (update_name := getattr(member, UPDATE_ATTR, None)) is not None:
+                updates[update_name] = member
         if getattr(vars(cls).get("__init__"), INIT_ATTR, False):
             init_takes_args = True
         if len(runs) != 1:
@@ -85,6 +91,7 @@ class WorkflowDefinition:
             run_fn=runs[0],
             signals=signals,
             queries=queries,
+            updates=updates,
             init_takes_args=init_takes_args,
             failure_exception_types=tuple(failure_exception_types),
             dynamic=dynamic,
@@ -106,6 +113,11 @@ def workflow_name(workflow: str | Callable[..., Any]) -> str:
         getattr(cls, "__chronicle_workflow_definition__", None), "name", None
     )
     return str(name or cls_name)
+
+
+def update_name(update: str | Callable[..., Any]) -> str:
+    """The name an update is sent under: a string as is, else the name its handler was declared with."""
+    return update if isinstance(update, str) else str(getattr(update, UPDATE_ATTR, None) or update.__name__)
 
 
 def signal_name(signal: str | Callable[..., Any]) -> str:
@@ -197,6 +209,10 @@ class UnfinishedSignalHandlersWarning(RuntimeWarning):
     """The run completed while signal handlers were still running (their work was cut off)."""
 
 
+class UnfinishedUpdateHandlersWarning(RuntimeWarning):
+    """The run completed while update handlers were still running (their callers get a failure)."""
+
+
 @overload
 def signal(fn: F) -> F: ...
 
@@ -240,3 +256,44 @@ def query(
 ) -> Any:
     """A query handler (sync, read-only); ``dynamic=True`` as for ``signal``."""
     return _named(QUERY_ATTR, fn, name, dynamic)
+
+
+@overload
+def update(fn: F) -> F: ...
+
+
+@overload
+def update(
+    *,
+    name: str | None = None,
+    dynamic: bool = False,
+    unfinished_policy: HandlerUnfinishedPolicy = HandlerUnfinishedPolicy.WARN_AND_ABANDON,
+    description: str | None = None,
+) -> Callable[[F], F]: ...
+
+
+def update(
+    fn: F | None = None,
+    *,
+    name: str | None = None,
+    dynamic: bool = False,
+    unfinished_policy: HandlerUnfinishedPolicy = HandlerUnfinishedPolicy.WARN_AND_ABANDON,
+    description: str | None = None,
+) -> Any:
+    """An update handler (sync or async): its return value goes back to the caller, and an
+    ``ApplicationError`` it raises fails the update (not the run). Attach a validator with
+    ``@my_update.validator``: it takes the same parameters, returns None, runs read-only before
+    anything is written, and rejects the update by raising (a rejected update leaves no event).
+    ``dynamic=True`` takes every update no other handler names, as ``(self, name, args)``."""
+
+    def decorate(target: F) -> F:
+        marked = _named(UPDATE_ATTR, target, name, dynamic, **{UNFINISHED_POLICY_ATTR: unfinished_policy})
+
+        def validator(check: Callable[..., None]) -> Callable[..., None]:
+            setattr(marked, VALIDATOR_ATTR, check)
+            return check
+
+        setattr(marked, "validator", validator)  # noqa: B010 (an attribute of a function)
+        return cast(F, marked)
+
+    return decorate(fn) if fn is not None else decorate

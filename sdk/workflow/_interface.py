@@ -29,6 +29,14 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class UpdateInfo:
+    """The update whose handler (or validator) is running: ``workflow.current_update_info()``."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
 class ParentInfo:
     """The workflow that started this one as its child."""
 
@@ -222,8 +230,19 @@ class _Runtime(ABC):
     def workflow_get_query_handler(self, name: str | None) -> Callable[..., Any] | None: ...
 
     @abstractmethod
+    def workflow_set_update_handler(
+        self, name: str | None, handler: Callable[..., Any] | None, validator: Callable[..., Any] | None
+    ) -> None: ...
+
+    @abstractmethod
+    def workflow_get_update_handler(self, name: str | None) -> Callable[..., Any] | None: ...
+
+    @abstractmethod
+    def workflow_current_update_info(self) -> UpdateInfo | None: ...
+
+    @abstractmethod
     def workflow_all_handlers_finished(self) -> bool:
-        """True when no async signal handler is still running."""
+        """True when no async signal or update handler is still running."""
 
     # -- what the run does -------------------------------------------------------------------
 

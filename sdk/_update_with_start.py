@@ -1,0 +1,121 @@
+"""Update-with-start on the client: start a workflow (or use the running one) and send it an
+update in one call (``Client`` takes these methods from :class:`UpdateWithStart`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sdk._updates import (
+    NO_ARG,
+    WithStartWorkflowOperation,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
+    start_update_with_start,
+)
+from sdk._workflow_handle import WorkflowHandle
+from sdk.common import WorkflowIDReusePolicy
+from sdk.converter import return_hint
+
+if TYPE_CHECKING:
+    from sdk._workflow_handle import HandleClient
+
+# What ``start_workflow`` defaults to, for the options an operation leaves out.
+_START_DEFAULTS: dict[str, Any] = {
+    "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+    "execution_timeout": None,
+    "run_timeout": None,
+    "task_timeout": None,
+    "memo": None,
+    "search_attributes": None,
+    "request_id": None,
+    "retry_policy": None,
+    "start_delay": None,
+    "cron_schedule": "",
+}
+
+
+class UpdateWithStart:
+    """``start_update_with_start_workflow`` and ``execute_update_with_start_workflow``."""
+
+    if TYPE_CHECKING:
+        _start_body: Callable[..., dict[str, Any]]  # Client's: a start's request body
+
+    def _client(self) -> HandleClient:
+        return self  # type: ignore[return-value]  # Client is a HandleClient
+
+    async def start_update_with_start_workflow(
+        self,
+        update: str | Callable[..., Any],
+        arg: Any = NO_ARG,
+        *,
+        start_workflow_operation: WithStartWorkflowOperation,
+        wait_for_stage: WorkflowUpdateStage,
+        args: Sequence[Any] = (),
+        id: str | None = None,
+        result_type: Any = None,
+        rpc_timeout: timedelta | None = None,
+    ) -> WorkflowUpdateHandle:
+        """Start the operation's workflow (or, as its ``id_conflict_policy`` says, use the running
+        one) and send it the update, waiting until the update is ACCEPTED or COMPLETED."""
+        op = start_workflow_operation
+        if op.id_conflict_policy is None or op.id_conflict_policy.name == "UNSPECIFIED":
+            raise ValueError("WithStartWorkflowOperation needs an id_conflict_policy")
+        options = {**_START_DEFAULTS, **op.start_options}
+        start = self._start_body(
+            op.workflow,
+            op.arg,
+            op.args,
+            id=op.id,
+            task_queue=op.task_queue,
+            id_conflict_policy=op.id_conflict_policy,
+            **options,
+        )
+        client = self._client()
+        workflow_result = op.result_type
+        if workflow_result is None and not isinstance(op.workflow, str):
+            workflow_result = return_hint(op.workflow)
+
+        def make_handle(run_id: str) -> WorkflowHandle:
+            return WorkflowHandle(
+                client, op.id, run_id=run_id, result_run_id=run_id, result_type=workflow_result
+            )
+
+        return await start_update_with_start(
+            client,
+            start,
+            op,
+            make_handle,
+            update,
+            arg,
+            wait_for_stage=wait_for_stage,
+            args=args,
+            id=id,
+            result_type=result_type,
+            rpc_timeout=rpc_timeout,
+        )
+
+    async def execute_update_with_start_workflow(
+        self,
+        update: str | Callable[..., Any],
+        arg: Any = NO_ARG,
+        *,
+        start_workflow_operation: WithStartWorkflowOperation,
+        args: Sequence[Any] = (),
+        id: str | None = None,
+        result_type: Any = None,
+        rpc_timeout: timedelta | None = None,
+    ) -> Any:
+        """Update-with-start, returning the update handler's value."""
+        handle = await self.start_update_with_start_workflow(
+            update,
+            arg,
+            start_workflow_operation=start_workflow_operation,
+            wait_for_stage=WorkflowUpdateStage.COMPLETED,
+            args=args,
+            id=id,
+            result_type=result_type,
+            rpc_timeout=rpc_timeout,
+        )
+        return await handle.result()
