@@ -243,6 +243,19 @@ def _child(a: dict[str, Any]) -> str:
     return str(execution.get("workflow_id") or a.get("workflow_id") or "")
 
 
+def _update_accepted(request: dict[str, Any]) -> tuple[str, ...]:
+    given, meta = request.get("input") or {}, request.get("meta") or {}
+    return (
+        f"update {given.get('name', '')} ({meta.get('update_id', '')})",
+        f"args {short(given.get('args'))}" if given.get("args") else "",
+        _by(meta),
+    )
+
+
+def _update_outcome(outcome: dict[str, Any]) -> str:
+    return _failure(outcome) if outcome.get("failure") else f"result {short(outcome.get('success'))}"
+
+
 Summarise = Callable[[dict[str, Any]], tuple[str, ...]]
 SUMMARIES: dict[str, Summarise] = {
     EventType.WORKFLOW_EXECUTION_STARTED: lambda a: (
@@ -263,6 +276,11 @@ SUMMARIES: dict[str, Summarise] = {
         f"signal {a.get('signal_name', '')}",
         f"input {short(a.get('input'))}" if a.get("input") else "",
         _by(a),
+    ),
+    EventType.WORKFLOW_EXECUTION_UPDATE_ACCEPTED: lambda a: _update_accepted(a.get("accepted_request") or {}),
+    EventType.WORKFLOW_EXECUTION_UPDATE_COMPLETED: lambda a: (
+        f"update {(a.get('meta') or {}).get('update_id', '')}",
+        _update_outcome(a.get("outcome") or {}),
     ),
     EventType.WORKFLOW_TASK_SCHEDULED: lambda a: (f"on {_name(a.get('task_queue'))}", _attempt(a)),
     EventType.WORKFLOW_TASK_STARTED: lambda a: (_by(a),),

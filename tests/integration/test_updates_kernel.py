@@ -6,12 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history import kernel
 from history.models import HistoryEvent, UpdateState, WorkflowExecution, WorkflowUpdate
 from matching.dispatch import poll_once
-from tests.factories import ExecutionFactory, scope_of
+from namespaces.models import MemberRole
+from tests.factories import ExecutionFactory, MembershipFactory, scope_of
+
+JSON_4 = {"metadata": {"encoding": "json/plain"}, "data": 4}
 
 
 def event_types(execution: WorkflowExecution) -> list[str]:
@@ -189,3 +193,24 @@ def test_an_update_to_a_closed_run_gets_its_outcome_if_known_and_not_found_other
     with pytest.raises(ChronicleError) as gone:
         send(execution, "unknown")
     assert gone.value.code == ErrorCode.WORKFLOW_NOT_RUNNING
+
+
+@pytest.mark.django_db
+def test_the_run_page_shows_accepted_and_completed_updates() -> None:
+    execution = idle_run()
+    send(execution, "add-apple")
+    complete(
+        poll(execution),
+        [
+            {"type": "Acceptance", "update_id": "add-apple"},
+            {"type": "Response", "update_id": "add-apple", "success": JSON_4},
+        ],
+    )
+    viewer = Client()
+    member = MembershipFactory(namespace=execution.namespace, role=MemberRole.VIEWER)
+    viewer.force_login(member.user)
+    page = f"/ns/{execution.namespace.name}/workflows/{execution.workflow_id}/runs/{execution.run_id}/"
+    body = viewer.get(page).content.decode()
+    assert "WorkflowExecutionUpdateAccepted" in body and "WorkflowExecutionUpdateCompleted" in body
+    assert "update add (add-apple)" in body
+    assert "update add-apple · result 4" in body
