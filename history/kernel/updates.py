@@ -300,7 +300,7 @@ def complete_updates_txn(mutation: ExecutionMutation, messages: list[dict[str, A
         return
     rows = _locked_updates(ex, {m["update_id"] for m in wanted})
     for message in wanted:
-        update = rows.get(message["update_id"])
+        update = rows.get(message["update_id"]) or _adopt_accepted(mutation, message["update_id"])
         if update is None or update.state in (UpdateState.ADMITTED, UpdateState.REJECTED):
             raise CommandRejected(_BAD_MESSAGE, f"update {message['update_id']!r} was not accepted")
         if update.state == UpdateState.COMPLETED:
@@ -322,6 +322,33 @@ def complete_updates_txn(mutation: ExecutionMutation, messages: list[dict[str, A
         update.save(update_fields=["state", "outcome", "completed_event_id"])
         ex.updates_in_flight -= 1
         notify(HISTORY_CHANNEL, wakeup_key(update.id))
+
+
+def _adopt_accepted(mutation: ExecutionMutation, update_id: str) -> WorkflowUpdate | None:
+    """An update this run's history accepted but that has no row here: a reset copied its
+    accepted event into a new run. Its row is made from the event, so its response completes it."""
+    ex = mutation.execution
+    event = HistoryEvent.objects.filter(
+        run=ex,
+        event_type=EventType.WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+        attributes__protocol_instance_id=update_id,
+    ).first()
+    if event is None:
+        return None
+    request = event.attributes.get("accepted_request") or {}
+    given, meta = request.get("input") or {}, request.get("meta") or {}
+    ex.updates_in_flight += 1
+    return WorkflowUpdate.objects.create(
+        run=ex,
+        shard_id=ex.shard_id,
+        update_id=update_id,
+        name=str(given.get("name") or ""),
+        args=given.get("args") or [],
+        header=given.get("header") or {},
+        identity=str(meta.get("identity") or ""),
+        state=UpdateState.ACCEPTED,
+        accepted_event_id=event.event_id,
+    )
 
 
 def has_undelivered(ex: WorkflowExecution, started_time: datetime | None) -> bool:

@@ -214,3 +214,26 @@ def test_the_run_page_shows_accepted_and_completed_updates() -> None:
     assert "WorkflowExecutionUpdateAccepted" in body and "WorkflowExecutionUpdateCompleted" in body
     assert "update add (add-apple)" in body
     assert "update add-apple · result 4" in body
+
+
+@pytest.mark.django_db
+def test_a_reset_keeps_an_accepted_update_that_the_new_run_then_completes() -> None:
+    execution = idle_run()
+    send(execution, "held")
+    complete(poll(execution), [{"type": "Acceptance", "update_id": "held"}])
+    complete(poll_after_signal(execution), [])
+    point = HistoryEvent.objects.filter(run=execution, event_type="WorkflowTaskCompleted").last()
+    assert point is not None
+    new_run_id = kernel.reset_workflow_execution(
+        execution.namespace, workflow_id=execution.workflow_id, run_id=None, point=point.event_id, reason="r"
+    )
+    new = WorkflowExecution.objects.get(run_id=new_run_id)
+    assert "WorkflowExecutionUpdateAccepted" in event_types(new)
+    task = poll(new)
+    assert task["messages"] == []
+    complete(task, [{"type": "Response", "update_id": "held", "success": JSON_4}])
+    assert event_types(new)[-1] == "WorkflowExecutionUpdateCompleted"
+    status = kernel.update_workflow_execution(
+        new.namespace, workflow_id=new.workflow_id, run_id=None, request=kernel.UpdateRequest("held", "add")
+    )
+    assert (status.run_id, status.outcome) == (str(new.run_id), {"success": JSON_4})
