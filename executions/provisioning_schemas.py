@@ -162,7 +162,10 @@ class MemberGrantedSerializer(ChangesSerializer):
 
 
 class QueueLimitSetSerializer(ReasonSerializer):
-    dispatch_rps = serializers.FloatField(min_value=0, allow_null=True, help_text="0 or null: no limit")
+    # A finite bound: DRF's FloatField takes "inf", which no limit can mean.
+    dispatch_rps = serializers.FloatField(
+        min_value=0, max_value=1_000_000, allow_null=True, help_text="0 or null: no limit"
+    )
 
 
 class QueueLimitListSerializer(serializers.Serializer[Any]):

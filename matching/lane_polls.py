@@ -39,6 +39,8 @@ from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import Namespace
 
 NO_TASK = Reply(204, b"")
+# A queue's name as the task rows hold it (the column's width).
+MAX_TASK_QUEUE_LENGTH = 1000
 # The poll endpoints, for the OpenAPI schema (:mod:`matching.lane_schema`).
 POLL_ENDPOINTS = [
     (
@@ -69,6 +71,9 @@ class Poll:
     @classmethod
     def read(cls, call: Call, kind: str) -> Poll:
         body = parse_json_body(call.body)
+        if len(call.params["task_queue"]) > MAX_TASK_QUEUE_LENGTH:
+            message = f"the task queue's name is longer than {MAX_TASK_QUEUE_LENGTH} characters"
+            raise ChronicleError(ErrorCode.INVALID_ARGUMENT, message)
         try:
             batch = "max_tasks" in body
             settings = engine_settings()
