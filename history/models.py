@@ -29,7 +29,8 @@ class WorkflowExecution(models.Model):
     """One run: its mutable state. History is the log; this row is its summary."""
 
     run_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
+    # No index of its own: every index of the table but the primary key leads with it.
+    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE, db_index=False)
     workflow_id = models.CharField(max_length=1000)
     workflow_type = models.CharField(max_length=1000)
     task_queue = models.CharField(max_length=1000)
@@ -133,7 +134,9 @@ class HistoryEvent(models.Model):
     """One event of a run's log; (run, event_id) is gapless and strictly increasing."""
 
     id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(
+        WorkflowExecution, on_delete=models.CASCADE, related_name="events", db_index=False
+    )  # uniq_event_per_run leads with the run
     shard_id = models.IntegerField()
     event_id = models.BigIntegerField()
     event_type = models.CharField(max_length=64)
@@ -167,7 +170,9 @@ class ActivityState(models.TextChoices):
 class PendingActivity(models.Model):
     """An activity between ActivityTaskScheduled and its close event."""
 
-    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="activities")
+    run = models.ForeignKey(
+        WorkflowExecution, on_delete=models.CASCADE, related_name="activities", db_index=False
+    )  # uniq_activity_sched leads with the run
     shard_id = models.IntegerField()
     scheduled_event_id = models.BigIntegerField()
     activity_id = models.CharField(max_length=1000)
@@ -214,10 +219,12 @@ class Task(models.Model):
     """
 
     id = models.BigAutoField(primary_key=True)
-    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
+    # No index of its own on either key: task_dispatch_build leads with the namespace,
+    # task_run is the run's.
+    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE, db_index=False)
     task_queue = models.CharField(max_length=1000)
     kind = models.CharField(max_length=16, choices=TaskKind.choices)
-    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, db_index=False)
     shard_id = models.IntegerField()
     scheduled_event_id = models.BigIntegerField(default=0)
     attempt = models.IntegerField(default=1)
@@ -266,7 +273,10 @@ class TimerTask(models.Model):
     shard_id = models.IntegerField()
     fire_at = models.DateTimeField()
     kind = models.CharField(max_length=32, choices=TimerKind.choices)
-    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, null=True, blank=True)
+    # timer_run leads with the run: no index of its own.
+    run = models.ForeignKey(
+        WorkflowExecution, on_delete=models.CASCADE, null=True, blank=True, db_index=False
+    )
     schedule = models.ForeignKey("Schedule", on_delete=models.CASCADE, null=True, blank=True)
     timer_id = models.CharField(max_length=1000, default="")
     scheduled_event_id = models.BigIntegerField(default=0)
