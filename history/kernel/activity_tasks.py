@@ -16,6 +16,7 @@ from history.faults import crash_point
 from history.kernel import handoff, store, tokens
 from history.kernel._mutation import PREVIOUS_EVENT, ExecutionMutation
 from history.kernel.handoff import WorkflowTaskWanted
+from history.kernel.locks import lock_run_and_row
 from history.kernel.payloads import check_payload
 from history.kernel.responses import WorkflowTaskResponse
 from history.kernel.retry import decide_retry, normalize_activity_timeouts
@@ -240,8 +241,13 @@ def _lock_activity(
 ) -> tuple[ExecutionMutation, PendingActivity]:
     """Lock the token's run and activity; refuse one of another namespace or queue as
     unknown, and an attempt that has moved on as stale."""
-    ex = tokens.lock_token_run(token, scope)
-    activity = _lock_pending_activity(ex, token["s"]) if ex.is_running else None
+    tokens.check_issued_in(token, scope)
+    found = lock_run_and_row(token["r"], PendingActivity, "scheduled_event_id", token["s"])
+    if found is not None and found[0].namespace_id == scope.namespace_id and found[0].is_running:
+        ex, activity = found  # the usual case: one statement locks both
+    else:  # the slow way finds out which answer it is
+        ex = tokens.lock_token_run(token, scope)
+        activity = _lock_pending_activity(ex, token["s"]) if ex.is_running else None
     if activity is not None:
         tokens.check_scope(scope, namespace_id=ex.namespace_id, queues=(activity.task_queue,))
     if activity is None or activity.attempt != token["a"] or activity.state != ActivityState.STARTED:

@@ -9,9 +9,12 @@ its task or timer rows, never the namespace row.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+from django.db import models
 
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel import store
@@ -23,6 +26,8 @@ from history.models import (
     WorkflowQuery,
 )
 from namespaces.models import Namespace
+
+M = TypeVar("M", bound=models.Model)
 
 
 def lock_execution(
@@ -84,6 +89,37 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
     return _locked(row)
 
 
+def lock_run_and_row(
+    run_id: uuid.UUID | str, model: type[M], column: str, value: object
+) -> tuple[WorkflowExecution, M] | None:
+    """Lock a run as :func:`lock_run` does and, in the same statement, its row of ``model``
+    whose ``column`` is ``value`` (run first, then the row: every writer's order); None
+    when either is missing, for the caller to find out which the slow way.
+
+    An activity's report locked its run, then its pending activity: two statements where
+    one does."""
+    try:
+        run_uuid = uuid.UUID(str(run_id))
+    except ValueError:
+        return None
+    with store.bound_cursor() as cursor:
+        cursor.execute(_lock_run_and_row_sql(model, column), [value, run_uuid])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    execution, rest = store.load(WorkflowExecution, row)
+    execution.namespace, rest = store.load(Namespace, rest)
+    facts, rest = rest[: len(_LOCK_FACT_NAMES)], rest[len(_LOCK_FACT_NAMES) :]
+    setattr(execution, _LOCK_FACTS, dict(zip(_LOCK_FACT_NAMES, facts, strict=True)))
+    store.remember_saved_columns(execution)
+    return execution, store.load(model, rest)[0]
+
+
+@functools.cache
+def _lock_run_and_row_sql(model: type[models.Model], column: str) -> str:
+    return _lock_sql("e.run_id = %s", also=model, column=column)
+
+
 def lock_runs(run_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, WorkflowExecution]:
     """Lock several runs as :func:`lock_run` locks one, in one statement; the runs that
     exist, by id.
@@ -111,17 +147,32 @@ def _locked(row: Sequence[Any]) -> WorkflowExecution:
 
 _LOCK_FACTS = "_chronicle_lock_facts"
 _LOCK_FACT_NAMES = ("has_buffered_queries", "has_children")
-_LOCK_RUNS_TEMPLATE = (
-    f"SELECT {store.select_list(WorkflowExecution, 'e')}, {store.select_list(Namespace, 'n')}"
+# What the lock reads besides the run and its namespace: whether its rare rows exist.
+_LOCK_FACTS_SELECT = (
     f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id AND q.buffered"
     f" AND q.state = '{QueryState.PENDING.value}') AS has_buffered_queries"
     f", EXISTS (SELECT 1 FROM {PendingChildExecution._meta.db_table} c"
     " WHERE c.run_id = e.run_id) AS has_children"
-    + f" FROM {WorkflowExecution._meta.db_table} e JOIN {Namespace._meta.db_table} n ON n.id = e.namespace_id"
-    " WHERE {which} FOR UPDATE OF e"
 )
-_LOCK_RUN_SQL = _LOCK_RUNS_TEMPLATE.format(which="e.run_id = %s")
-_LOCK_RUNS_SQL = _LOCK_RUNS_TEMPLATE.format(which="e.run_id = ANY(%s::uuid[]) ORDER BY e.run_id")
+
+
+def _lock_sql(which: str, *, also: type[models.Model] | None = None, column: str = "") -> str:
+    """The run lock's statement for the runs ``which`` selects; with ``also``, the run's row
+    of that model whose ``column`` equals the statement's first parameter, locked too."""
+    select = f"SELECT {store.select_list(WorkflowExecution, 'e')}, {store.select_list(Namespace, 'n')}"
+    select += _LOCK_FACTS_SELECT
+    runs, namespaces = WorkflowExecution._meta.db_table, Namespace._meta.db_table
+    source = f" FROM {runs} e JOIN {namespaces} n ON n.id = e.namespace_id"
+    locked = " FOR UPDATE OF e"
+    if also is not None:
+        select += f", {store.select_list(also, 'r')}"
+        source += f" JOIN {also._meta.db_table} r ON r.run_id = e.run_id AND r.{column} = %s"
+        locked += ", r"
+    return f"{select}{source} WHERE {which}{locked}"
+
+
+_LOCK_RUN_SQL = _lock_sql("e.run_id = %s")
+_LOCK_RUNS_SQL = _lock_sql("e.run_id = ANY(%s::uuid[]) ORDER BY e.run_id")
 
 
 def may_have_buffered_queries(execution: WorkflowExecution) -> bool:
