@@ -4,8 +4,10 @@ A live workflow task carries the server's update requests (its ``messages``). At
 activation, after the history's jobs, each request is looked up (a named handler, else the
 dynamic one), its validator run read-only, and the update rejected (a ``Rejection``: the
 server writes nothing) or accepted (an ``Acceptance``) and its handler started as a task on
-the workflow's loop; when the handler returns, a ``Response`` carries its value or failure.
-The messages go back with the task's completion.
+the workflow's loop; when the handler returns, a ``Response`` carries its value, or its
+failure when it raised a ``FailureError`` (``ApplicationError``). Any other exception is a
+bug: the workflow task fails, as for workflow code, and the update waits, accepted, for fixed
+code. The messages go back with the task's completion.
 
 On replay the validator does not run: an update is accepted where history says so. The
 ``WorkflowExecutionUpdateAccepted`` events right after a task's ``WorkflowTaskCompleted``
@@ -27,7 +29,7 @@ from sdk._failure import exception_to_failure
 from sdk._runtime.host import IssuesCommands
 from sdk.common import RawValue
 from sdk.converter import parameter_hints
-from sdk.exceptions import ApplicationError, NondeterminismError
+from sdk.exceptions import ApplicationError, CancelledError, FailureError, NondeterminismError
 from sdk.workflow._definition import (
     DYNAMIC,
     UNFINISHED_POLICY_ATTR,
@@ -44,6 +46,11 @@ Handler = Callable[..., Any]
 ACCEPTED = "WorkflowExecutionUpdateAccepted"
 COMPLETED = "WorkflowExecutionUpdateCompleted"
 _current: contextvars.ContextVar[UpdateInfo | None] = contextvars.ContextVar("update_info", default=None)
+
+
+class UpdateHandlerError(Exception):
+    """An update handler raised something other than a failure (a bug): as for workflow code,
+    the workflow task fails and is retried, and the update stays accepted until code is fixed."""
 
 
 class Updates(IssuesCommands):
@@ -66,6 +73,7 @@ class Updates(IssuesCommands):
         self._update_messages: list[dict[str, Any]] = []
         self._recorded_accepted: set[str] = set()
         self._recorded_completed: set[str] = set()
+        self._update_bug: BaseException | None = None
 
     def _bind_updates(self, obj: Any) -> None:
         for name, fn in self.definition.updates.items():
@@ -99,7 +107,11 @@ class Updates(IssuesCommands):
             self._validate_and_accept(request)
 
     def _take_update_messages(self) -> list[dict[str, Any]]:
-        """The messages to send with this activation's completion (none history already has)."""
+        """The messages to send with this activation's completion (none history already has);
+        a handler's bug fails the task instead."""
+        if self._update_bug is not None:
+            bug, self._update_bug = self._update_bug, None
+            raise UpdateHandlerError(f"update handler raised {type(bug).__name__}: {bug}") from bug
         messages, self._update_messages = self._update_messages, []
         return [
             m
@@ -183,6 +195,11 @@ class Updates(IssuesCommands):
             if asyncio.iscoroutine(result):
                 result = await result
         except (Exception, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                exc = CancelledError("Update cancelled")
+            if not isinstance(exc, (FailureError, *self.definition.failure_exception_types)):
+                self._update_bug = exc  # Temporal's rule: not a failure, so a task failure
+                return
             failure = exception_to_failure(exc, self.converter)
             self._update_messages.append({"type": "Response", "update_id": info.id, "failure": failure})
         else:

@@ -34,6 +34,7 @@ class Cart:
     def __init__(self) -> None:
         self.items: list[str] = []
         self.checked_out = False
+        self.fixed = False
 
     @workflow.run
     async def run(self) -> list[str]:
@@ -57,6 +58,16 @@ class Cart:
     @workflow.update
     def fail(self) -> None:
         raise ApplicationError("the handler refused", non_retryable=True)
+
+    @workflow.update
+    def flaky(self) -> str:
+        if not self.fixed:
+            raise RuntimeError("a bug in the handler")
+        return "fixed"
+
+    @workflow.signal
+    def fix(self) -> None:
+        self.fixed = True
 
     @workflow.signal
     def checkout(self) -> None:
@@ -224,3 +235,28 @@ def test_an_update_accepted_by_a_killed_worker_is_completed_by_the_next(
     types = api.event_types(workflow_id)
     assert [t for t in types if t in UPDATE_EVENTS] == list(UPDATE_EVENTS)
     wait_until(lambda: api.describe(workflow_id)["status"] == "Completed")
+
+
+def test_a_handler_bug_fails_the_workflow_task_until_it_is_fixed(
+    stack: Stack, tenant: Tenant, queue: str, api: Api
+) -> None:
+    """Temporal's rule: only a failure (``ApplicationError``) fails the update; any other
+    exception fails the task, which is retried, and the update waits for it."""
+    workflow_id = f"cart-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> None:
+        client = await _connect(stack, tenant)
+        async with Worker(client, task_queue=queue, workflows=[Cart]):
+            handle = await client.start_workflow(Cart.run, id=workflow_id, task_queue=queue)
+            pending = asyncio.create_task(handle.execute_update(Cart.flaky))
+            await asyncio.to_thread(
+                wait_until, lambda: "WorkflowTaskFailed" in api.event_types(workflow_id), 15
+            )
+            assert not pending.done()
+            await handle.signal(Cart.fix)
+            assert await asyncio.wait_for(pending, timeout=30) == "fixed"
+            await handle.signal(Cart.checkout)
+            await handle.result()
+        await client.close()
+
+    _run(scenario())
