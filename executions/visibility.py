@@ -6,20 +6,7 @@ with a tokenizer and a recursive-descent parser into a small syntax tree, then c
 the tree to a Django ``Q`` against the run's columns (system attributes) and its
 ``search_attributes`` JSONB (custom attributes, typed by the namespace's registry).
 
-Grammar (keywords are case-insensitive, attribute names are not)::
-
-    query     := [or_expr] [GROUP BY name] [ORDER BY name [ASC | DESC]] EOF
-    or_expr   := and_expr (OR and_expr)*
-    and_expr  := not_expr (AND not_expr)*
-    not_expr  := NOT not_expr | '(' or_expr ')' | predicate
-    predicate := name cmp value
-               | name [NOT] IN '(' value (',' value)* ')'
-               | name [NOT] BETWEEN value AND value
-               | name [NOT] STARTS_WITH value
-               | name IS [NOT] NULL
-    cmp       := '=' | '!=' | '<>' | '>' | '>=' | '<' | '<='
-    name      := identifier | `backquoted name`
-    value     := 'string' | "string" | number | TRUE | FALSE
+The grammar is in :mod:`executions.visibility_parser`.
 
 Every error raises ``VisibilityQueryError`` with the character position it points at.
 The language is read in :mod:`executions.visibility_parser` and compiled in
