@@ -379,7 +379,7 @@ def test_demo_worker_process_hosts_the_examples(stack: Stack, tenant: Tenant) ->
         "CHRONICLE_NAMESPACE": tenant.namespace,
         "CHRONICLE_API_KEY": tenant.keys["all"],
     }
-    demo = subprocess.Popen([sys.executable, "-m", "sdk.demo_worker"], cwd=ROOT, env=env)
+    demo = subprocess.Popen([sys.executable, "-m", "chronicle.demo_worker"], cwd=ROOT, env=env)
     try:
 
         async def scenario() -> int:

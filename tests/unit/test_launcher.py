@@ -17,7 +17,7 @@ STUBBORN = (
 
 
 def test_stack_is_a_list_of_named_commands_that_extra_processes_extend() -> None:
-    extra = ProcessSpec("demo_worker", [sys.executable, "-m", "sdk.demo_worker"])
+    extra = ProcessSpec("demo_worker", [sys.executable, "-m", "chronicle.demo_worker"])
     specs = stack_processes(8000, owner="a", extra=[extra])
     assert [s.name for s in specs] == ["frontend", "shard_owner:a", "batch_runner", "demo_worker"]
     assert "127.0.0.1:8000" in specs[0].argv and specs[1].argv[-2:] == ["--owner", "a"]

@@ -87,7 +87,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-demo-worker",
             action="store_true",
-            help="Do not start sdk/demo_worker.py even if it exists.",
+            help="Do not start chronicle/demo_worker.py even if it exists.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -190,16 +190,16 @@ class Command(BaseCommand):
         extra: list[ProcessSpec] = []
         if no_demo_worker:
             self.stdout.write("demo worker disabled (--no-demo-worker)")
-        elif (base_dir / "sdk" / "demo_worker.py").exists():
+        elif (base_dir / "chronicle" / "demo_worker.py").exists():
             # Told where to connect, so it need not find this run's dev.json.
             connect = {
                 "CHRONICLE_URL": info["url"],
                 "CHRONICLE_NAMESPACE": info["namespace"],
                 "CHRONICLE_API_KEY": info["api_key"],
             }
-            extra.append(ProcessSpec("demo_worker", [sys.executable, "-m", "sdk.demo_worker"], connect))
+            extra.append(ProcessSpec("demo_worker", [sys.executable, "-m", "chronicle.demo_worker"], connect))
         else:
-            self.stdout.write("note: sdk/demo_worker.py not found; not starting a demo worker")
+            self.stdout.write("note: chronicle/demo_worker.py not found; not starting a demo worker")
         return stack_processes(port, extra=extra, app=DEV_APP)
 
     def _supervise(self, specs: list[ProcessSpec], env: dict[str, str], cwd: Path) -> int:

@@ -1,5 +1,8 @@
 """The worker ``start_dev`` launches: hosts the examples' workflows and activities on "demo".
 
+It lives with the development server, not in the SDK, so the SDK's wheel ships no demo
+(it needs the ``examples`` package, which only a checkout has).
+
 Reads the dev server's ``.chronicle/dev.json`` (or CHRONICLE_URL / CHRONICLE_NAMESPACE /
 CHRONICLE_API_KEY) and runs until interrupted.
 """
