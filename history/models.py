@@ -228,7 +228,10 @@ class Task(models.Model):
     shard_id = models.IntegerField()
     scheduled_event_id = models.BigIntegerField(default=0)
     attempt = models.IntegerField(default=1)
-    query = models.ForeignKey("WorkflowQuery", null=True, blank=True, on_delete=models.CASCADE)
+    # Indexed only where set (task_query): most tasks carry no query.
+    query = models.ForeignKey(
+        "WorkflowQuery", null=True, blank=True, on_delete=models.CASCADE, db_index=False
+    )
     # Only pollers of this build take the task ('' = unversioned pollers).
     build_id = models.CharField(max_length=255, default="")
     visible_at = models.DateTimeField()
@@ -241,6 +244,7 @@ class Task(models.Model):
                 name="task_dispatch_build",
             ),
             models.Index(fields=["run"], name="task_run"),
+            models.Index(fields=["query"], name="task_query", condition=models.Q(query__isnull=False)),
         ]
 
 
@@ -277,7 +281,8 @@ class TimerTask(models.Model):
     run = models.ForeignKey(
         WorkflowExecution, on_delete=models.CASCADE, null=True, blank=True, db_index=False
     )
-    schedule = models.ForeignKey("Schedule", on_delete=models.CASCADE, null=True, blank=True)
+    # Indexed only where set (timer_schedule): most timers are a run's.
+    schedule = models.ForeignKey("Schedule", on_delete=models.CASCADE, null=True, blank=True, db_index=False)
     timer_id = models.CharField(max_length=1000, default="")
     scheduled_event_id = models.BigIntegerField(default=0)
     attempt = models.IntegerField(default=0)
@@ -288,6 +293,9 @@ class TimerTask(models.Model):
         indexes = [
             models.Index(fields=["shard_id", "fire_at"], name="timer_due"),
             models.Index(fields=["run", "kind"], name="timer_run"),
+            models.Index(
+                fields=["schedule"], name="timer_schedule", condition=models.Q(schedule__isnull=False)
+            ),
         ]
 
 
