@@ -41,6 +41,30 @@ def _run_example(stack: Stack, tenant: Tenant, module: str, tmp_path: Path) -> s
             ["Count so far: 2", "Workflow result: ['greeting: hello', 'order: o-7, 3']"],
         ),
         ("examples.async_activity_completion", ["Workflow result: laptop: approved"]),
+        (
+            "examples.schedules",
+            [
+                "Next run at: 03:00 UTC",
+                "Scheduled run result: report for data team",
+                "Paused: True",
+                "Deleted: True",
+            ],
+        ),
+        ("examples.child_workflows", ["Workflow result: 4 parcels, 11 kg", "Parcel 2 on its own: 5 kg"]),
+        ("examples.continue_as_new", ["Workflow result: total 28 after "]),
+        (
+            "examples.patching",
+            [
+                "Run started on version 1: charged, shipped",
+                "Run started on version 2: checked, charged, shipped",
+            ],
+        ),
+        (
+            "examples.saga",
+            [
+                "Workflow failed: trip not booked (no car free for t-42); undone: cancelled hotel-t-42, cancelled flight-t-42"
+            ],
+        ),
     ],
 )
 def test_example_program_prints_what_it_documents(
