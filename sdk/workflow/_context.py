@@ -159,7 +159,7 @@ def _log_details() -> dict[str, Any] | None:
     if runtime is None:
         return None
     info = runtime.workflow_info()
-    return {
+    details: dict[str, Any] = {
         "attempt": info.attempt,
         "namespace": info.namespace,
         "run_id": info.run_id,
@@ -167,6 +167,10 @@ def _log_details() -> dict[str, Any] | None:
         "workflow_id": info.workflow_id,
         "workflow_type": info.workflow_type,
     }
+    update = runtime.workflow_current_update_info()
+    if update is not None:  # inside an update's handler or validator, as Temporal's adapter adds
+        details.update(update_id=update.id, update_name=update.name)
+    return details
 
 
 class LoggerAdapter(ContextLoggerAdapter):

@@ -4,7 +4,10 @@ Temporal's JSON export too, so a team replays its Temporal histories with Update
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
+
+import pytest
 
 from sdk import workflow
 from sdk._runtime.replayer import Replayer, WorkflowHistory
@@ -24,6 +27,7 @@ class Cart:
 
     @workflow.update
     def add(self, item: str) -> int:
+        workflow.logger.info("adding %s", item)
         self.items.append(item)
         return len(self.items)
 
@@ -104,3 +108,15 @@ def test_code_that_no_longer_applies_the_update_does_not_replay() -> None:
         history, raise_on_replay_failure=False
     )
     assert "TimerStarted" in str(result.replay_failure)
+
+
+def test_the_workflow_logger_names_the_update_inside_its_handler(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workflow.logger, "log_during_replay", True)
+    with caplog.at_level(logging.INFO, logger="sdk.workflow"):
+        Replayer(workflows=[Cart]).replay_workflow(WorkflowHistory.from_json("cart-1", cart_export()))
+    [record] = [r for r in caplog.records if r.getMessage().startswith("adding apple")]
+    details = record.__dict__["temporal_workflow"]
+    assert (details["update_id"], details["update_name"]) == ("add-apple", "add")
+    assert "'update_name': 'add'" in record.getMessage()
