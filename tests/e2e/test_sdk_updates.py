@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from sdk.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateStage,
 )
-from sdk.common import WorkflowIDConflictPolicy
+from sdk.common import RawValue, WorkflowIDConflictPolicy
 from sdk.exceptions import ApplicationError
 from sdk.worker import Replayer, Worker
 from tests.conftest import ROOT, Api, Stack, Tenant, wait_until
@@ -58,6 +59,10 @@ class Cart:
     @workflow.update
     def fail(self) -> None:
         raise ApplicationError("the handler refused", non_retryable=True)
+
+    @workflow.update(dynamic=True)
+    def any_update(self, name: str, args: Sequence[RawValue]) -> str:
+        return f"{name} with {len(args)} args"
 
     @workflow.update
     def flaky(self) -> str:
@@ -108,6 +113,7 @@ def test_execute_update_returns_the_handler_value_and_failures_raise(
             assert accepted.workflow_id == workflow_id
             assert await accepted.result() == 2
             assert await handle.execute_update("count", result_type=int) == 2
+            assert await handle.execute_update("anything", args=[1, "x"]) == "anything with 2 args"
             with pytest.raises(WorkflowUpdateFailedError) as failed:
                 await handle.execute_update(Cart.fail)
             assert "the handler refused" in str(failed.value.cause)
@@ -123,8 +129,8 @@ def test_execute_update_returns_the_handler_value_and_failures_raise(
 
     _run(scenario())
     types = api.event_types(workflow_id)
-    assert types.count("WorkflowExecutionUpdateAccepted") == 4
-    assert types.count("WorkflowExecutionUpdateCompleted") == 4
+    assert types.count("WorkflowExecutionUpdateAccepted") == 5
+    assert types.count("WorkflowExecutionUpdateCompleted") == 5
 
 
 def test_a_rejected_update_leaves_no_event_and_an_update_id_is_applied_once(
