@@ -14,7 +14,7 @@ from history import kernel
 from history.models import WorkflowExecution, WorkflowUpdate
 from matching.dispatch import poll_once
 from tests.asgi_client import AsgiResponse, asgi_post, asgi_request
-from tests.factories import ApiKeyFactory, ExecutionFactory, scope_of
+from tests.factories import ApiKeyFactory, ExecutionFactory, NamespaceFactory, scope_of
 
 
 def _path(execution: WorkflowExecution, tail: str) -> str:
@@ -118,3 +118,16 @@ def test_bad_update_requests_are_refused_and_write_nothing() -> None:
     missing = asgi_request("GET", _path(execution, "updates/nope"), authorization=key.authorization)
     assert missing.status_code == 404
     assert not WorkflowUpdate.objects.filter(run=execution).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_updates_count_toward_the_namespace_request_rate() -> None:
+    namespace = NamespaceFactory(request_rps=0.01, request_burst_ratio=100.0)  # a burst of one
+    execution = ExecutionFactory(namespace=namespace)
+    key = ApiKeyFactory(namespace=namespace)
+    first = _update(execution, key.authorization, update_id="u-1", wait_stage="ADMITTED")
+    assert first.status_code == 200, first.content
+    refused = _update(execution, key.authorization, update_id="u-2", wait_stage="ADMITTED")
+    assert refused.status_code == 429
+    assert refused.json()["code"] == "resource_exhausted" and int(refused["Retry-After"]) >= 1
+    assert list(WorkflowUpdate.objects.filter(run=execution).values_list("update_id", flat=True)) == ["u-1"]
