@@ -62,7 +62,8 @@ def _run_example(stack: Stack, tenant: Tenant, module: str, tmp_path: Path) -> s
         (
             "examples.saga",
             [
-                "Workflow failed: trip not booked (no car free for t-42); undone: cancelled hotel-t-42, cancelled flight-t-42"
+                "Workflow failed: trip not booked (no car free for t-42); "
+                "undone: cancelled hotel-t-42, cancelled flight-t-42"
             ],
         ),
     ],
