@@ -243,6 +243,7 @@ def _lock_activity(
     unknown, and an attempt that has moved on as stale."""
     tokens.check_issued_in(token, scope)
     found = lock_run_and_row(token["r"], PendingActivity, "scheduled_event_id", token["s"])
+    activity: PendingActivity | None
     if found is not None and found[0].namespace_id == scope.namespace_id and found[0].is_running:
         ex, activity = found  # the usual case: one statement locks both
     else:  # the slow way finds out which answer it is
