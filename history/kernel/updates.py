@@ -13,10 +13,12 @@ applied once per run: a repeat gets the first update's stage and outcome. An acc
 update outlives its worker: the next worker replays the accepted event, re-runs the
 handler and sends the response.
 
-A run with no workflow task in flight gets one for the update. When every update it carried
-was rejected and it produced nothing else, that task is dropped as Temporal drops its
-speculative task: its Scheduled and Started events go (they are the run's last two) and the
-run is as it was, so a rejected update leaves no event at all.
+A run with no workflow task in flight gets one for the update. A rejected update writes no
+event of its own, but the workflow task that carried it stays in the history (Scheduled,
+Started, Completed): history is append-only, and a reader following it by event id (a
+history long-poll, the UI's live mode, a sticky worker's cache) must never see an id come
+back with another event. Temporal's speculative task leaves no trace; this departure is
+written down in docs/updates.md.
 
 Updates count toward the run's signal limit (``max_signals_per_execution``) and at most
 :data:`MAX_IN_FLIGHT_UPDATES` may be admitted or accepted at once (Temporal's default).
@@ -37,12 +39,10 @@ from history.kernel import store
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.command_checks import CommandRejected
 from history.kernel.locks import lock_execution
-from history.kernel.payloads import check_payload, payload_size
+from history.kernel.payloads import check_payload
 from history.kernel.wakeups import HISTORY_CHANNEL, notify
 from history.models import (
     HistoryEvent,
-    TimerKind,
-    TimerTask,
     UpdateState,
     WorkflowExecution,
     WorkflowUpdate,
@@ -374,42 +374,3 @@ def after_completion_txn(mutation: ExecutionMutation, started_time: datetime | N
             notify(HISTORY_CHANNEL, wakeup_key(row_id))
     elif has_undelivered(ex, started_time):
         mutation.force_new_task = True
-
-
-# -- the dropped task ---------------------------------------------------------------------------------
-
-
-def drop_rejected_only_task_txn(
-    mutation: ExecutionMutation, commands: list[dict[str, Any]], messages: list[dict[str, Any]]
-) -> bool:
-    """Drop the in-flight task if it was scheduled for an update, carried only rejections and
-    nothing came while it ran: the rejections are kept, its Scheduled and Started events (the
-    run's last two) are deleted with its timers, so the history is as it was (Temporal's
-    speculative task). Returns whether it was dropped; the caller then writes nothing else."""
-    ex = mutation.execution
-    if commands or not messages or any(m["type"] != REJECTION for m in messages) or ex.buffered_events:
-        return False
-    scheduled, started = ex.wft_scheduled_event_id, ex.wft_started_event_id
-    if ex.wft_attempt != 1 or started != scheduled + 1 or ex.next_event_id != started + 1:
-        return False
-    scheduled_by_update = WorkflowUpdate.objects.filter(run=ex, scheduled_task_event_id=scheduled)
-    if not scheduled_by_update.exists():
-        return False
-    accept_updates_txn(mutation, messages, 0)
-    events = HistoryEvent.objects.filter(run=ex, event_id__in=(scheduled, started))
-    ex.history_size_bytes -= sum(payload_size(e.attributes) + len(e.event_type) for e in events)
-    events.delete()
-    TimerTask.objects.filter(
-        run=ex,
-        kind__in=(TimerKind.WORKFLOW_TASK_TIMEOUT, TimerKind.STICKY_TIMEOUT),
-        scheduled_event_id=scheduled,
-    ).delete()
-    scheduled_by_update.update(scheduled_task_event_id=0)
-    ex.next_event_id = scheduled
-    mutation.clear_workflow_task()
-    mutation.notify_history()
-    waiting = WorkflowUpdate.objects.filter(run=ex, state=UpdateState.ADMITTED)
-    if ex.updates_in_flight and waiting.exists():
-        mutation.schedule_workflow_task()
-        waiting.update(scheduled_task_event_id=ex.wft_scheduled_event_id)
-    return True

@@ -162,9 +162,6 @@ def respond_workflow_task_completed(
             release_buffered_queries_txn(mutation)
             mutation.save()
             return CompletionResult()
-        if updates.drop_rejected_only_task_txn(mutation, commands, messages):
-            mutation.save()
-            return CompletionResult()
         completed_id = _write_completed(mutation, identity, worker_version_stamp)
         try:
             updates.apply_messages_txn(mutation, messages, completed_id, identity)

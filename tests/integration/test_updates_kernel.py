@@ -88,23 +88,30 @@ def test_an_update_rides_on_the_next_task_and_is_accepted_and_completed_as_event
 
 
 @pytest.mark.django_db
-def test_a_rejected_update_leaves_no_event_and_its_task_is_dropped() -> None:
+def test_a_rejected_update_writes_no_event_of_its_own_and_history_stays_append_only() -> None:
     execution = idle_run()
     before = event_types(execution)
     send(execution)
     task = poll(execution)
     complete(task, [{"type": "Rejection", "update_id": "u-1", "failure": {"message": "no negatives"}}])
-    assert event_types(execution) == before
+    # The task that carried it stays, as every task does; no update event is written.
+    task_events = ["WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted"]
+    assert event_types(execution) == before + task_events
     execution.refresh_from_db()
-    assert execution.next_event_id == len(before) + 1
+    assert execution.next_event_id == len(before) + 4
     assert not execution.has_pending_workflow_task
     status = send(execution)
     assert (status.stage, status.outcome) == ("COMPLETED", {"failure": {"message": "no negatives"}})
-    # The run goes on as before: a signal gets the next event id and a task of its own.
+    # The run goes on: a signal gets the next event id (none is ever reused) and a task.
     kernel.signal_workflow_execution(
         execution.namespace, workflow_id=execution.workflow_id, run_id=None, signal_name="s", input=[]
     )
-    assert event_types(execution)[len(before) :] == ["WorkflowExecutionSignaled", "WorkflowTaskScheduled"]
+    after = event_types(execution)[len(before) + 3 :]
+    assert after == ["WorkflowExecutionSignaled", "WorkflowTaskScheduled"]
+    ids = list(
+        HistoryEvent.objects.filter(run=execution).order_by("event_id").values_list("event_id", flat=True)
+    )
+    assert ids == list(range(1, len(ids) + 1))
 
 
 @pytest.mark.django_db
