@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from itertools import islice
 from typing import Any
 
@@ -25,6 +26,8 @@ import psycopg
 from history.kernel.wakeups import HISTORY_CHANNEL, TASKS_CHANNEL, parse_task_wakeup
 
 log = logging.getLogger("chronicle.longpoll")
+# How often the listener looks whether it was asked to stop, between notifications.
+_CANCEL_CHECK_SECONDS = 1.0
 
 
 class WakeupHub:
@@ -69,22 +72,23 @@ class WakeupHub:
         notification: about a tenth of a frontend's CPU on the hot path went there.)
         """
         loop = asyncio.get_running_loop()
-        lost: asyncio.Future[None] = loop.create_future()
-
-        def readable() -> None:
-            try:
-                pgconn.consume_input()
-            except Exception as exc:  # the connection failed
-                if not lost.done():
-                    lost.set_exception(exc)
-                return
-            while (note := pgconn.notifies()) is not None:
-                self._deliver(note.relname.decode(errors="replace"), note.extra.decode(errors="replace"))
-
+        readable = asyncio.Event()
         socket = pgconn.socket
-        loop.add_reader(socket, readable)
+        loop.add_reader(socket, readable.set)
+        task = asyncio.current_task()
         try:
-            await lost
+            while True:
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(readable.wait(), _CANCEL_CHECK_SECONDS)
+                if task is not None and task.cancelling():
+                    # A cancel this task was asked for but never received: seen when the
+                    # loop closes while notifications arrive (the loop then waits for this
+                    # task forever). Honour it here.
+                    raise asyncio.CancelledError
+                readable.clear()
+                pgconn.consume_input()  # raises once the connection has failed
+                while (note := pgconn.notifies()) is not None:
+                    self._deliver(note.relname.decode(errors="replace"), note.extra.decode(errors="replace"))
         finally:
             loop.remove_reader(socket)
 

@@ -5,6 +5,8 @@ again with nothing after it missed."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import psycopg
@@ -75,3 +77,33 @@ def test_a_lost_listen_connection_is_made_again(other_connection: Any) -> None:
         assert await reader
 
     asyncio.run(story())
+
+
+def test_the_listener_stops_when_its_loop_closes_while_notifications_arrive(other_connection: Any) -> None:
+    """A loop that closes cancels the listener; with notifications streaming in, the cancel
+    was once lost and the loop waited for the listener forever."""
+    streaming = threading.Event()
+
+    def stream() -> None:
+        with psycopg.connect(database_conninfo(), autocommit=True) as sender:
+            while not streaming.is_set():
+                sender.execute("SELECT pg_notify(%s, 'x')", [HISTORY_CHANNEL])
+                time.sleep(0.0005)
+
+    sender = threading.Thread(target=stream, daemon=True)
+    sender.start()
+    hub = WakeupHub()
+
+    async def listen_a_moment(i: int) -> None:
+        hub.ensure_listening(database_conninfo())
+        await asyncio.sleep(0.002 * (i % 10))
+
+    try:
+        for i in range(60):
+            closing = threading.Thread(target=asyncio.run, args=(listen_a_moment(i),), daemon=True)
+            closing.start()
+            closing.join(10)
+            assert not closing.is_alive(), f"the loop never closed (round {i})"
+    finally:
+        streaming.set()
+        sender.join(5)
