@@ -71,8 +71,11 @@ class ProvisioningApi(APIView):
             if namespace is None:
                 raise ChronicleError(ErrorCode.NOT_FOUND, f"namespace {name!r} not found")
             return namespace, cls.operator(request, reason)
-        namespace = access_namespace(key, name, "admin")
+        gated = access_namespace(key, name, "admin")
         assert isinstance(key, ApiKey)
+        # Read afresh: the gate's namespace may come from this process's key cache, seconds
+        # old, and a change made through another process must show (and not be written over).
+        namespace = Namespace.objects.get(pk=gated.pk)
         return namespace, Caller(f"api key {key.name} ({key.prefix})", reason)
 
 
