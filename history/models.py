@@ -515,3 +515,7 @@ class PayloadReference(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "digest"], name="uniq_payload_ref_per_run")]
         indexes = [models.Index(fields=["namespace", "digest"], name="payload_ref_digest")]
+
+
+# Declared apart (test-only); imported here so the app registry sees it.
+from history.skipped_clock import SkippedClock  # noqa: E402, F401

@@ -25,7 +25,7 @@ import psycopg
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from chronicle import health, metrics
+from chronicle import clock, health, metrics
 from chronicle.conf import engine_settings
 from chronicle.db import DatabaseOutage
 from history.kernel import ShardFence, ShardFenceLost, fire_timers
@@ -147,7 +147,7 @@ class ShardOwner:
         batch fires in one transaction fenced on every shard it touches: 1,000 timers
         due in one second spread over 16 shards cost a few transactions, not 16+.
         """
-        now = timezone.now()
+        now = clock.now()
         due_shards = {
             s for s, at in self.next_fire.items() if at is not None and at <= now and s in self.owned
         }
@@ -155,7 +155,7 @@ class ShardOwner:
         did = False
         while due_shards:
             due = list(
-                TimerTask.objects.filter(shard_id__in=due_shards, fire_at__lte=timezone.now())
+                TimerTask.objects.filter(shard_id__in=due_shards, fire_at__lte=clock.now())
                 .order_by("fire_at")
                 .values_list("id", "run_id", "shard_id", "kind")[:FIRE_BATCH]
             )
@@ -179,7 +179,7 @@ class ShardOwner:
             except Exception:
                 log.exception("firing timers failed; backing off those rows")
                 TimerTask.objects.filter(id__in=[tid for tid, _, _, _ in due]).update(
-                    fire_at=timezone.now() + timedelta(seconds=5)
+                    fire_at=clock.now() + timedelta(seconds=5)
                 )
                 break
             did = True
@@ -198,7 +198,7 @@ class ShardOwner:
                 raise
             except Exception:
                 log.exception("transfer duty %d failed; retrying it shortly", timer_id)
-                TimerTask.objects.filter(id=timer_id).update(fire_at=timezone.now() + timedelta(seconds=1))
+                TimerTask.objects.filter(id=timer_id).update(fire_at=clock.now() + timedelta(seconds=1))
 
     def note_timer(self, payload: str) -> None:
         shard_text, _, stamp = payload.partition("|")
@@ -233,7 +233,7 @@ class ShardOwner:
                     return
 
     def sleep_seconds(self) -> float:
-        now = timezone.now()
+        now = clock.now()
         times = [at for at in self.next_fire.values() if at is not None]
         until_timer = min(((t - now).total_seconds() for t in times), default=1.0)
         housekeeping_in = self._last_housekeeping + self.settings.shard_lease_seconds / 3 - time.monotonic()

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from chronicle import clock
 from chronicle.errors import ChronicleError
 from history import kernel
 from history.kernel import store
@@ -56,7 +57,7 @@ def _take_next(namespace: Namespace, task_queue: str, kind: str, build_id: str, 
     ``build_id`` is an equality column of the dispatch index, so the scan stays ordered.
     """
     with store.bound_cursor() as cursor:
-        cursor.execute(_CLAIM_SQL, [namespace.id, task_queue, kind, build_id, timezone.now(), count])
+        cursor.execute(_CLAIM_SQL, [namespace.id, task_queue, kind, build_id, clock.now(), count])
         rows = cursor.fetchall()
     tasks = [store.load(Task, row)[0] for row in rows]
     return sorted(tasks, key=lambda task: (task.visible_at, task.id))
@@ -120,7 +121,7 @@ def _take_sticky_fallback(namespace: Namespace, task_queue: str, build_id: str) 
             namespace.id,
             TaskKind.WORKFLOW,
             build_id,
-            now,
+            clock.now(),
             task_queue,
             task_queue,
             TaskKind.WORKFLOW,

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from chronicle import clock
 from chronicle.conf import engine_settings
 from history.kernel import closing, payloads, store
 from history.kernel.locks import may_have_children
@@ -87,7 +88,7 @@ class ExecutionMutation:
     def __init__(self, execution: WorkflowExecution, namespace: Namespace) -> None:
         self.execution = execution
         self.namespace = namespace
-        self.now = timezone.now()
+        self.now = clock.now()
         self._events: list[HistoryEvent] = []
         self._tasks: list[Task] = []
         self._timers: list[TimerTask] = []

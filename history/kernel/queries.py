@@ -13,8 +13,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
+from chronicle import clock
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel import store, tokens
@@ -62,7 +62,7 @@ def _check_ready_for_queries(ex: WorkflowExecution) -> None:
             retry_after=1,
         )
     if ex.is_running and ex.wft_backoff_until and ex.last_wft_completed_event_id == 0:
-        deadline = timezone.now() + timedelta(seconds=engine_settings().query_timeout_seconds)
+        deadline = clock.now() + timedelta(seconds=engine_settings().query_timeout_seconds)
         if ex.wft_backoff_until > deadline:
             raise ChronicleError(
                 ErrorCode.CONFLICT,

@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
+from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
 from history.kernel._mutation import SCHEDULED_BY_ID, ExecutionMutation, shard_for
 from history.kernel.client_operations import request_cancel_txn, terminate_txn
@@ -129,7 +129,7 @@ def create_schedule(namespace: Namespace, schedule_id: str, definition: Schedule
     if not schedule_id or len(schedule_id) > 1000:
         raise invalid("schedule_id must be 1 to 1000 characters")
     _validate(namespace, definition)
-    now = timezone.now()
+    now = clock.now()
     with transaction.atomic(durable=True):
         if Schedule.objects.filter(namespace=namespace, schedule_id=schedule_id).exists():
             raise ChronicleError(
@@ -184,7 +184,7 @@ def update_schedule(
         schedule = _lock(namespace, schedule_id)
         if conflict_token is not None and conflict_token != schedule.conflict_token:
             raise ChronicleError(ErrorCode.CONFLICT, "the schedule changed since it was described; retry")
-        now = timezone.now()
+        now = clock.now()
         _apply_definition(schedule, definition)
         schedule.cursor_time = max(schedule.cursor_time, now)
         _touch(schedule, now)
@@ -202,7 +202,7 @@ def pause_schedule(namespace: Namespace, schedule_id: str, *, paused: bool, note
     """Pause stops firing; unpause resumes from now, without catching up the paused time."""
     with transaction.atomic(durable=True):
         schedule = _lock(namespace, schedule_id)
-        now = timezone.now()
+        now = clock.now()
         if schedule.paused and not paused:
             schedule.cursor_time = max(schedule.cursor_time, now)
         schedule.paused = paused
@@ -217,7 +217,7 @@ def trigger_schedule(namespace: Namespace, schedule_id: str, *, overlap: str = "
     _check_overlap(overlap)
     with transaction.atomic(durable=True):
         schedule = _lock(namespace, schedule_id)
-        now = timezone.now()
+        now = clock.now()
         run = _Firing(schedule, now)
         run.refresh_running()
         run.drain_buffer()
@@ -236,7 +236,7 @@ def backfill_schedule(namespace: Namespace, schedule_id: str, backfills: list[Ba
             raise invalid("backfill end_at is before start_at")
     with transaction.atomic(durable=True):
         schedule = _lock(namespace, schedule_id)
-        now = timezone.now()
+        now = clock.now()
         run = _Firing(schedule, now)
         run.refresh_running()
         run.drain_buffer()
@@ -297,7 +297,7 @@ def fire_schedule_timers_txn(timer_ids: list[int]) -> int:
         .filter(id__in=timer_ids)
         .values_list("schedule_id", flat=True)
     )
-    now = timezone.now()
+    now = clock.now()
     fired = [s for s in schedules if s.id in locked]
     _replace_timers(fired, [_fire(schedule, now) for schedule in fired])
     return len(fired)

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
+from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.cron import CronError, cron_backoff_seconds, validate_cron
 from history.faults import crash_point
@@ -124,7 +124,7 @@ def create_run(
     The run is pinned to ``inherited_build_id`` when given (a retry or continue-as-new
     on the same queue stays on its build), otherwise to the queue's current build.
     """
-    now = timezone.now()
+    now = clock.now()
     run_id = uuid.uuid4()
     run_timeout = effective_run_timeout(req.execution_timeout, req.run_timeout)
     expiration = inherited_expiration or (
@@ -310,7 +310,7 @@ def start_workflow_execution(
     validate_start(namespace, req)
     if req.cron_schedule:
         # The first run starts now; its first workflow task waits for the next cron time.
-        now = timezone.now()
+        now = clock.now()
         req = replace(req, start_delay=cron_backoff_seconds(req.cron_schedule, now, now))
     req = replace(req, search_attributes=typed_start_search_attributes(namespace, req.search_attributes))
     conflict = req.id_conflict_policy or ("USE_EXISTING" if signal else "FAIL")
@@ -381,7 +381,7 @@ def _start_txn(
         if conflict == "FAIL":
             raise _already_started(current)
         min_interval = namespace.workflow_id_reuse_minimal_interval
-        if timezone.now() - current.start_time < timedelta(seconds=min_interval):
+        if clock.now() - current.start_time < timedelta(seconds=min_interval):
             raise ChronicleError(
                 ErrorCode.BUSY_WORKFLOW,
                 f"the running run started less than {min_interval:g} s ago",

@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
+from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.client_operations import (
@@ -82,7 +82,7 @@ def process_transfer(fence: ShardFence, timer_id: int) -> bool:
     except NotYet:
         with transaction.atomic(durable=True):
             check_fence(fence)
-            TimerTask.objects.filter(id=row.id).update(fire_at=timezone.now() + RETRY_LATER)
+            TimerTask.objects.filter(id=row.id).update(fire_at=clock.now() + RETRY_LATER)
         return False
     return True
 

@@ -13,8 +13,8 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
 
+from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel._mutation import ExecutionMutation
@@ -76,7 +76,7 @@ def reset_workflow_execution(
 
 
 def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id: str, identity: str) -> str:
-    now = timezone.now()
+    now = clock.now()
     new = _new_run(plan, now, request_id)
     terminated = plan.current.is_running
     if terminated:
