@@ -42,6 +42,9 @@ def main() -> None:
     os.environ["DATABASE_URL"] = with_database(args.database_url, name)
     os.environ["CHRONICLE_DB_POOL"] = "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
+    from chronicle.launcher import ensure_secret_key
+
+    ensure_secret_key()  # a key for this run: the settings refuse to start without one
     try:
         run(args.runs, args.repeat, args.events)
     finally:

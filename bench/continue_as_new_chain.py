@@ -22,6 +22,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
 
 import django
 
+from chronicle.launcher import ensure_secret_key
+
+ensure_secret_key()  # a key for this run: the settings refuse to start without one
+
 django.setup()
 
 from history import kernel  # noqa: E402

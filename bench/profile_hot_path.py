@@ -39,6 +39,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chronicle.settings")
 
 import django
 
+from chronicle.launcher import ensure_secret_key
+
+ensure_secret_key()  # a key for this run: the settings refuse to start without one
+
 django.setup()
 
 from django.core.management import call_command  # noqa: E402

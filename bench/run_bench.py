@@ -33,7 +33,12 @@ import psycopg
 from proc_cpu import backend_pids, cpu_by_pid, cpu_used, process_tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from chronicle.launcher import ProcessGroup, stack_processes
+from chronicle.launcher import ProcessGroup, ensure_secret_key, stack_processes
+
+# The settings refuse to start without a key: every bench that imports these helpers (and
+# every process it starts, with an environment copied from this one) signs with one made
+# for the run.
+ensure_secret_key()
 
 Json = dict[str, Any]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +35,20 @@ READY_PATH = "/api/schema/"
 PRODUCTION_APP = "chronicle.asgi:application"
 # The same application, serving static files and leaving long-polls out of the access log.
 DEV_APP = "chronicle.dev_asgi:application"
+
+
+def ensure_secret_key(environ: MutableMapping[str, str] = os.environ) -> str:
+    """Set ``SECRET_KEY`` in ``environ`` to a random key made for this run, unless one is
+    set, and return the key in use.
+
+    The settings refuse to start without a key (DEBUG off). A run that starts Chronicle
+    for itself (the test suite, a benchmark) calls this before Django reads its settings:
+    every process it then starts inherits the environment, so all of them sign with the
+    same key, one nobody else knows and nobody needs to keep.
+    """
+    if not environ.get("SECRET_KEY"):  # an empty one counts as none, as in the settings
+        environ["SECRET_KEY"] = secrets.token_urlsafe(50)
+    return environ["SECRET_KEY"]
 
 
 @dataclass(frozen=True)
@@ -256,6 +271,7 @@ __all__ = [
     "ProcessGroup",
     "ProcessSpec",
     "batch_runner_process",
+    "ensure_secret_key",
     "frontend_process",
     "shard_owner_process",
     "stack_processes",

@@ -6,7 +6,7 @@ With no ``DATABASE_URL`` the project starts its own PostgreSQL (see
 :mod:`chronicle.embedded_postgres`).
 
 Production settings refuse to start unsafe (:mod:`chronicle.production`): no
-``SECRET_KEY`` with ``DEBUG`` off on a real deployment, or ``DEBUG`` on with a public host.
+``SECRET_KEY`` with ``DEBUG`` off, or ``DEBUG`` on with a public host.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ env = environ.Env()
 DEBUG = env.bool("CHRONICLE_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[*LOCAL_HOSTS, "testserver"])
 require_safe_debug(DEBUG, ALLOWED_HOSTS)
+# Before the database, so a refused process starts no embedded PostgreSQL.
+SECRET_KEY = secret_key(env.str("SECRET_KEY", default=""), debug=DEBUG)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -92,11 +94,6 @@ def _database_url() -> str:
 
 
 DATABASES = {"default": env.db_url_config(_database_url())}
-# After the database: on a machine of its own (the embedded server, or one on loopback) a
-# missing key falls back to a development key; anywhere else it refuses to start.
-SECRET_KEY = secret_key(
-    env.str("SECRET_KEY", default=""), debug=DEBUG, database_host=DATABASES["default"].get("HOST", "")
-)
 DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 # Under ASGI each sync request runs on its own thread, so per-thread persistent
 # connections would pile up; a per-process psycopg pool bounds and reuses them instead.

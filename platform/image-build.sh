@@ -19,8 +19,9 @@ install)
     "$venv/bin/pip" install --no-cache-dir --disable-pip-version-check -q -r "$venv/requirements.txt"
     ;;
 collect)
-    # No database is reached: a placeholder URL on loopback lets the settings load.
-    DATABASE_URL=postgres://build@127.0.0.1:1/build \
+    # No database is reached and nothing is signed: placeholders let the settings load (the
+    # image keeps neither; each container is given its own SECRET_KEY and DATABASE_URL).
+    DATABASE_URL=postgres://build@127.0.0.1:1/build SECRET_KEY=image-build-placeholder-signs-nothing \
         "$venv/bin/python" manage.py collectstatic --noinput -v 0
     ;;
 *)

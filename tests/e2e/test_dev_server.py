@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -57,7 +58,8 @@ class DevServer:
 
 
 def start_dev(state_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    # A newcomer has neither: start_dev makes the checkout's key in its state directory.
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY")}
     env.update(CHRONICLE_STATE_DIR=str(state_dir), PYTHONUNBUFFERED="1")
     # The README waits for a run's close with a history long-poll, which the server cuts at
     # 20 s; a loaded CI machine may need longer for a demo worker that has just started.
@@ -137,6 +139,17 @@ def test_the_readme_examples_work_as_written(dev_server: DevServer) -> None:
     assert "refunded charge-42" in history.text  # the signal cancelled the order
 
 
+def test_the_development_key_is_kept_private_in_the_state_directory(dev_server: DevServer) -> None:
+    key_file = dev_server.state_dir / "secret_key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_text().strip()
+    assert len(key) >= 50 and key not in dev_server.output
+    # Every server process of the stack was given it, so they all sign with the one key.
+    names = ("gunicorn", "run_shard_owner", "run_batch_jobs")
+    stack = [pid for pid in descendants(dev_server.process.pid) if any(n in cmdline(pid) for n in names)]
+    assert len(stack) >= 3 and {environment(pid).get("SECRET_KEY") for pid in stack} == {key}
+
+
 def test_the_admin_is_served_with_its_static_files(dev_server: DevServer) -> None:
     page = httpx.get(f"{dev_server.url}/admin/login/", timeout=10)
     assert page.status_code == 200
@@ -181,6 +194,16 @@ def descendants(pid: int) -> set[int]:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+def environment(pid: int) -> dict[str, str]:
+    """A process's environment as it was started, from /proc."""
+    entries = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+    return {name: value for name, sep, value in (entry.partition("=") for entry in entries) if sep}
 
 
 def running(pid: int) -> bool:
