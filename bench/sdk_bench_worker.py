@@ -92,14 +92,21 @@ class ChronicleSystem:
             workflow, args=args, id=key, task_queue=self.task_queue, request_eager_start=self.eager_start
         )
 
+    async def _execute(self, workflow: str, key: str) -> None:
+        """Start and wait as an application would: ``execute_workflow``, one call whose answer
+        carries the close (with eager start the start answers at once and ``result()`` waits)."""
+        await self.client.execute_workflow(
+            workflow, id=key, task_queue=self.task_queue, request_eager_start=self.eager_start
+        )
+
     async def one_step(self, key: str) -> None:
-        await (await self._start("OneStep", key)).result()
+        await self._execute("OneStep", key)
 
     async def one_local_step(self, key: str) -> None:
-        await (await self._start("OneLocalStep", key)).result()
+        await self._execute("OneLocalStep", key)
 
     async def ten_steps(self, key: str) -> None:
-        await (await self._start("TenSteps", key)).result()
+        await self._execute("TenSteps", key)
 
     async def start_sleep(self, key: str, due: float) -> Callable[[], Awaitable[float]]:
         handle = await self._start("SleepUntil", key, due)

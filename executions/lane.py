@@ -15,6 +15,7 @@ API's pool for its reads: a waiting client holds neither a thread nor a connecti
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -165,6 +166,9 @@ class HistoryRead:
         )
         return bool(self.events)
 
+    def take(self, detail: str) -> None:
+        """A history read wants every event, which no notification carries: it reads them."""
+
     async def answer(self, trips: Trips) -> Reply:
         return await trips.run(self._page)
 
@@ -196,6 +200,15 @@ class CloseRead:
     def look(self) -> bool:
         self.run = selectors.run_close(self.namespace, self.workflow_id, str(self.run.run_id))
         return self.run.closed
+
+    def take(self, detail: str) -> None:
+        """The close as its notification carried it (``wakeups.close_wakeup_payload``):
+        committed before it was sent, so it stands for the read it saves."""
+        close = json.loads(detail)
+        new_run_id = close["new_run_id"]
+        self.run = selectors.RunClose(
+            self.run.run_id, close["status"], uuid.UUID(new_run_id) if new_run_id else None, close["event"]
+        )
 
     async def answer(self, trips: Trips) -> Reply:
         return Reply(200, encode(self.page()))
@@ -276,7 +289,7 @@ async def _wait(
     look = partial(trips.run, read.look)
     ready = look if look_first else None
     while read.waits() and (remaining := deadline - time.monotonic()) > 0:
-        await hub.wait(read.wakeup_key(), min(remaining, recheck), ready=ready)
+        await hub.wait(read.wakeup_key(), min(remaining, recheck), ready=ready, detail=read.take)
         ready = look
 
 

@@ -10,8 +10,9 @@ from typing import Any
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
 from executions import page_tokens, visibility
 from history.kernel import store
-from history.kernel.responses import event_dict, execution_summary, serialize_event
+from history.kernel.responses import execution_summary, serialize_event
 from history.kernel.schedules import upcoming_action_times
+from history.kernel.wire import event_dict
 from history.models import (
     ExecutionStatus,
     HistoryEvent,

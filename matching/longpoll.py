@@ -23,11 +23,17 @@ from typing import Any
 
 import psycopg
 
-from history.kernel.wakeups import HISTORY_CHANNEL, TASKS_CHANNEL, parse_task_wakeup
+from history.kernel.wakeups import HISTORY_CHANNEL, TASKS_CHANNEL, parse_history_wakeup, parse_task_wakeup
 
 log = logging.getLogger("chronicle.longpoll")
 # How often the listener looks whether it was asked to stop, between notifications.
 _CANCEL_CHECK_SECONDS = 1.0
+
+
+class Wakeup(asyncio.Event):
+    """A waiter's event, and what the notification that set it carried beyond its key."""
+
+    detail = ""
 
 
 class WakeupHub:
@@ -35,7 +41,7 @@ class WakeupHub:
 
     def __init__(self) -> None:
         # Per key, in the order the waiters arrived (a dict keeps insertion order).
-        self._waiters: dict[str, dict[asyncio.Event, None]] = defaultdict(dict)
+        self._waiters: dict[str, dict[Wakeup, None]] = defaultdict(dict)
         self._task: asyncio.Task[None] | None = None
         self._conninfo: str | None = None
 
@@ -94,7 +100,8 @@ class WakeupHub:
 
     def _deliver(self, channel: str, payload: str) -> None:
         if channel != TASKS_CHANNEL:
-            self.wake(payload)
+            key, detail = parse_history_wakeup(payload)
+            self.wake(key, detail=detail)
             return
         try:
             key, count = parse_task_wakeup(payload)
@@ -103,8 +110,9 @@ class WakeupHub:
             return
         self.wake(key, count)
 
-    def wake(self, key: str, count: int | None = None) -> None:
-        """Wake the waiters of ``key``: all of them, or the ``count`` that waited longest.
+    def wake(self, key: str, count: int | None = None, *, detail: str = "") -> None:
+        """Wake the waiters of ``key``: all of them, or the ``count`` that waited longest,
+        handing each the notification's ``detail``.
 
         A woken waiter leaves the registry at once, so the next wake-up of the key goes
         to waiters not yet woken.
@@ -115,11 +123,12 @@ class WakeupHub:
         chosen = list(waiters if count is None else islice(waiters, count))
         for event in chosen:
             del waiters[event]
+            event.detail = detail
             event.set()
         if not waiters:
             del self._waiters[key]
 
-    def subscribe(self, key: str) -> asyncio.Event:
+    def subscribe(self, key: str) -> Wakeup:
         """Join ``key``'s waiters now (at the back of the line); the event is set when woken.
 
         Subscribe *before* looking for the work, then wait on the event: a notification
@@ -127,11 +136,11 @@ class WakeupHub:
         (which would cost the caller a safety re-check interval). Always pair it with
         :meth:`unsubscribe`.
         """
-        event = asyncio.Event()
+        event = Wakeup()
         self._waiters[key][event] = None
         return event
 
-    def unsubscribe(self, key: str, event: asyncio.Event) -> None:
+    def unsubscribe(self, key: str, event: Wakeup) -> None:
         waiters = self._waiters.get(key)
         if waiters is not None:
             waiters.pop(event, None)
@@ -139,19 +148,26 @@ class WakeupHub:
                 del self._waiters[key]
 
     async def wait(
-        self, key: str, timeout: float, ready: Callable[[], Awaitable[bool]] | None = None
+        self,
+        key: str,
+        timeout: float,
+        ready: Callable[[], Awaitable[bool]] | None = None,
+        detail: Callable[[str], None] | None = None,
     ) -> bool:
         """Wait until ``key`` is notified or ``timeout`` passes; True if notified.
 
         ``ready``, when given, is the caller's own look for what it waits for, run once
         after subscribing: True from it returns at once, and a notification sent while it
-        ran is not lost.
+        ran is not lost. ``detail``, when given, receives what the notification carried
+        beyond its key, if anything (a close carries itself).
         """
         event = self.subscribe(key)
         try:
             if ready is not None and await ready():
                 return True
             await asyncio.wait_for(event.wait(), timeout)
+            if detail is not None and event.detail:
+                detail(event.detail)
             return True
         except TimeoutError:
             return False

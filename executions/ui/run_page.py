@@ -23,7 +23,7 @@ from executions import selectors
 from executions.models import AuditEntry
 from executions.ui import history_view, panels, run_card, runs, timeline
 from executions.ui.access import Access, memberships, reader
-from history.kernel.responses import event_dict
+from history.kernel.wire import event_dict
 from history.models import HistoryEvent, WorkflowExecution
 
 

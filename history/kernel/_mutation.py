@@ -33,10 +33,11 @@ from history.kernel.wakeups import (
     HISTORY_CHANNEL,
     TASKS_CHANNEL,
     TIMERS_CHANNEL,
-    close_wakeup_key,
+    close_wakeup_payload,
     task_wakeup_key,
     task_wakeup_payload,
 )
+from history.kernel.wire import event_dict
 from history.models import (
     ExecutionStatus,
     HistoryEvent,
@@ -379,7 +380,6 @@ class ExecutionMutation:
         ex.buffered_events = []
         self.clear_workflow_task()
         self.closed_now = True
-        self._notifications.add((HISTORY_CHANNEL, close_wakeup_key(ex.run_id)))
         self._wake_schedule()
         return event_id
 
@@ -437,12 +437,26 @@ class ExecutionMutation:
         self.enforce_history_limits()
         if self.closed_now:
             ex = self.execution
+            self._notifications.add((HISTORY_CHANNEL, self._close_notification()))
             self._activities = []  # a closed run keeps no pending activity
             closing.drop_pending_work(write, [ex.run_id])
             self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
             for kind, scheduled_event_id in closing.child_duties(ex, has_children=may_have_children(ex)):
                 self.add_timer(kind, self.now, scheduled_event_id=scheduled_event_id)
         return True
+
+    def _close_notification(self) -> str:
+        """The close's wake-up, carrying the close as a waiting ``result()`` answers it.
+
+        Built at save, once a continue-as-new has named the run after this one."""
+        ex, event = self.execution, self.close_event
+        assert event is not None
+        close = {
+            "status": ex.status,
+            "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
+            "event": event_dict(event.event_id, event.event_type, event.event_time, event.attributes),
+        }
+        return close_wakeup_payload(ex.run_id, close)
 
 
 def save_all(mutations: list[ExecutionMutation]) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from history.kernel import store, tokens
 from history.kernel._mutation import continue_as_new_suggestion
 from history.kernel.updates import update_requests
 from history.kernel.versioning import wire_build_id
+from history.kernel.wire import event_dict
 from history.models import HistoryEvent, WorkflowExecution
 from history.vocabulary import EventType
 
@@ -48,16 +48,6 @@ class WorkflowTaskResponse:
 
 def serialize_event(event: HistoryEvent) -> dict[str, Any]:
     return event_dict(event.event_id, event.event_type, event.event_time, event.attributes)
-
-
-def event_dict(event_id: int, event_type: str, event_time: datetime, attributes: Any) -> dict[str, Any]:
-    """An event as the API sends it."""
-    return {
-        "event_id": event_id,
-        "event_type": event_type,
-        "event_time": event_time.isoformat(),
-        "attributes": attributes,
-    }
 
 
 _EVENTS_AFTER = (

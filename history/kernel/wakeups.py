@@ -9,7 +9,9 @@ fast; correctness never depends on one arriving.
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
 
 from django.db import connection
 
@@ -17,6 +19,8 @@ from django.db import connection
 TASKS_CHANNEL = "chronicle_tasks_v1"
 # New events of a run (its id), and its close (close_wakeup_key).
 HISTORY_CHANNEL = "chronicle_history_v1"
+# The largest close notification sent with its close (PostgreSQL refuses 8,000 bytes).
+CLOSE_PAYLOAD_LIMIT = 7_900
 # New timer rows of a shard: ``"<shard>|<fire_at epoch>"``, for the shard owner.
 TIMERS_CHANNEL = "chronicle_timers_v1"
 
@@ -37,6 +41,28 @@ def close_wakeup_key(run_id: uuid.UUID | str) -> str:
     (``CLOSE_EVENT``, what ``result()`` asks) would re-read the run on each of them.
     """
     return f"close:{run_id}"
+
+
+def close_wakeup_payload(run_id: uuid.UUID | str, close: dict[str, Any]) -> str:
+    """The close notification: :func:`close_wakeup_key` and, when it fits, the close itself
+    (the run's status, the run after it and the close event, as JSON) after a ``|``.
+
+    A caller waiting for the result then answers from the notification without reading the
+    run again: one statement and one transaction less per ``execute_workflow``. PostgreSQL
+    delivers a notification only once its transaction committed, so what it carries is as
+    durable as a read; a close too big for a notification is sent as the bare key, and the
+    waiter reads it.
+    """
+    key = close_wakeup_key(run_id)
+    payload = f"{key}|{json.dumps(close, separators=(',', ':'))}"
+    return payload if len(payload.encode()) <= CLOSE_PAYLOAD_LIMIT else key
+
+
+def parse_history_wakeup(payload: str) -> tuple[str, str]:
+    """``(key, detail)`` of a history notification; the detail is empty but for a close
+    that carries itself (:func:`close_wakeup_payload`). No key contains ``|``."""
+    key, _, detail = payload.partition("|")
+    return key, detail
 
 
 def task_wakeup_payload(key: str, count: int) -> str:

@@ -39,6 +39,16 @@ class Client:
     def post(self, path: str, body: dict[str, Any]) -> AsgiResponse:
         return asgi_request("POST", self.url(path), json.dumps(body), authorization=self.authorization)
 
+    def get_close(self) -> dict[str, Any]:
+        """The close page of ``w`` as a history read gives it."""
+        query = "history_event_filter_type=CLOSE_EVENT"
+        answer = asgi_request(
+            "GET", self.url("/workflows/w/history"), authorization=self.authorization, query=query
+        )
+        assert answer.status_code == 200, answer.content
+        page: dict[str, Any] = answer.json()
+        return page
+
     async def post_async(self, path: str, body: dict[str, Any]) -> AsgiResponse:
         raw = json.dumps(body).encode()
         return await asgi_client.asgi_call("POST", self.url(path), raw, authorization=self.authorization)
@@ -137,3 +147,49 @@ def test_an_eager_start_cannot_wait_for_its_close() -> None:
     assert refused.status_code == 400, refused.content
     assert "wait_for_close" in refused.json()["details"]["fields"]
     assert not WorkflowExecution.objects.filter(workflow_id="w").exists()
+
+
+def _counting_close_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record each read of a run's close by the waiting calls."""
+    from executions import lane
+
+    reads: list[str] = []
+    real = lane.selectors.run_close
+
+    def counted(*args: Any) -> Any:
+        reads.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(lane.selectors, "run_close", counted)
+    return reads
+
+
+def test_the_close_notification_carries_the_close_so_the_wait_reads_nothing(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = _counting_close_reads(monkeypatch)
+    started, took = _start_then_terminate(client, "/workflows", {**START, "wait_for_close": 10})
+
+    assert started.status_code == 201, started.content
+    assert took < 5 and reads == [], "answered from the notification, with no read of the run"
+    # What the notification carried is what a read of the close gives.
+    read = client.get_close()
+    assert started.json()["close"] == read
+
+
+def test_a_close_too_big_for_a_notification_is_read(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = _counting_close_reads(monkeypatch)
+
+    async def both() -> AsgiResponse:
+        waiting = asyncio.ensure_future(client.post_async("/workflows", {**START, "wait_for_close": 10}))
+        await asyncio.sleep(0.5)
+        ended = await client.post_async("/workflows/w/terminate", {"reason": "r" * 9_000})
+        assert ended.status_code == 200, ended.content
+        return await waiting
+
+    started = async_to_sync(both)()
+
+    assert started.status_code == 201, started.content
+    close = started.json()["close"]
+    assert close["events"][0]["attributes"]["reason"] == "r" * 9_000
+    assert reads == ["w"], "the bare wake-up sent the wait to read the close"

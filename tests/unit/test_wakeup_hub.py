@@ -92,3 +92,29 @@ def test_a_look_that_finds_the_work_returns_without_waiting() -> None:
         assert hub._waiters == {}
 
     asyncio.run(story())
+
+
+def test_a_close_carries_itself_when_it_fits_and_only_its_key_when_not() -> None:
+    from history.kernel.wakeups import close_wakeup_key, close_wakeup_payload, parse_history_wakeup
+
+    small = close_wakeup_payload("r1", {"status": "Completed", "event": {"event_id": 5}})
+    assert parse_history_wakeup(small) == (
+        close_wakeup_key("r1"),
+        '{"status":"Completed","event":{"event_id":5}}',
+    )
+    big = close_wakeup_payload("r1", {"status": "Completed", "blob": "x" * 8_000})
+    assert parse_history_wakeup(big) == (close_wakeup_key("r1"), "")
+    assert parse_history_wakeup("run-9") == ("run-9", "")
+
+
+def test_a_waiter_receives_what_its_notification_carried() -> None:
+    async def story() -> None:
+        hub = WakeupHub()
+        got: list[str] = []
+        waiter = asyncio.create_task(hub.wait("close:r", timeout=5, detail=got.append))
+        await asyncio.sleep(0)
+        hub.wake("close:r", detail='{"status":"Failed"}')
+        assert await waiter is True
+        assert got == ['{"status":"Failed"}']
+
+    asyncio.run(story())
