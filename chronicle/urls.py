@@ -6,6 +6,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+from chronicle import clock
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path(
@@ -18,6 +20,8 @@ urlpatterns = [
     path("api/v1/", include("executions.provisioning_urls")),
     path("", include("executions.ui.urls")),
 ]
+if clock.time_skipping():  # a test stack only (chronicle.clock): its clock's controls
+    urlpatterns.insert(1, path("api/v1/namespaces/<str:namespace>/", include("executions.time_skipping_api")))
 
 # Error pages in the operator UI's layout, with the way back (``executions.ui.errors``).
 handler403 = "executions.ui.errors.forbidden"
