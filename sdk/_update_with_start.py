@@ -7,16 +7,22 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from sdk._client_interceptor import (
+    StartWorkflowUpdateWithStartInput,
+    UpdateWithStartStartWorkflowInput,
+    UpdateWithStartUpdateWorkflowInput,
+)
 from sdk._updates import (
     NO_ARG,
     WithStartWorkflowOperation,
     WorkflowUpdateHandle,
     WorkflowUpdateStage,
-    start_update_with_start,
+    result_type_of,
+    update_arguments,
 )
-from sdk._workflow_handle import WorkflowHandle
 from sdk.common import WorkflowIDReusePolicy
 from sdk.converter import return_hint
+from sdk.workflow._definition import workflow_name
 
 if TYPE_CHECKING:
     from sdk._workflow_handle import HandleClient
@@ -39,9 +45,6 @@ _START_DEFAULTS: dict[str, Any] = {
 class UpdateWithStart:
     """``start_update_with_start_workflow`` and ``execute_update_with_start_workflow``."""
 
-    if TYPE_CHECKING:
-        _start_body: Callable[..., dict[str, Any]]  # Client's: a start's request body
-
     def _client(self) -> HandleClient:
         return self  # type: ignore[return-value]  # Client is a HandleClient
 
@@ -63,37 +66,33 @@ class UpdateWithStart:
         if op.id_conflict_policy is None or op.id_conflict_policy.name == "UNSPECIFIED":
             raise ValueError("WithStartWorkflowOperation needs an id_conflict_policy")
         options = {**_START_DEFAULTS, **op.start_options}
-        start = self._start_body(
-            op.workflow,
-            op.arg,
-            op.args,
-            id=op.id,
-            task_queue=op.task_queue,
-            id_conflict_policy=op.id_conflict_policy,
-            **options,
-        )
-        client = self._client()
         workflow_result = op.result_type
         if workflow_result is None and not isinstance(op.workflow, str):
             workflow_result = return_hint(op.workflow)
-
-        def make_handle(run_id: str) -> WorkflowHandle:
-            return WorkflowHandle(
-                client, op.id, run_id=run_id, result_run_id=run_id, result_type=workflow_result
-            )
-
-        return await start_update_with_start(
-            client,
-            start,
-            op,
-            make_handle,
-            update,
-            arg,
+        start_values = list(op.args) if op.args else ([] if op.arg is NO_ARG else [op.arg])
+        name, values = update_arguments(update, arg, args)
+        start = UpdateWithStartStartWorkflowInput(
+            workflow=workflow_name(op.workflow),
+            args=start_values,
+            id=op.id,
+            task_queue=op.task_queue,
+            id_conflict_policy=op.id_conflict_policy,
+            headers={},
+            static_summary=None,
+            static_details=None,
+            ret_type=workflow_result,
+            **options,
+        )
+        update_input = UpdateWithStartUpdateWorkflowInput(
+            update_id=id,
+            update=name,
+            args=values,
             wait_for_stage=wait_for_stage,
-            args=args,
-            id=id,
-            result_type=result_type,
-            rpc_timeout=rpc_timeout,
+            headers={},
+            ret_type=result_type_of(update, result_type),
+        )
+        return await self._client().outbound.start_update_with_start_workflow(
+            StartWorkflowUpdateWithStartInput(start, update_input, {}, rpc_timeout, _operation=op)
         )
 
     async def execute_update_with_start_workflow(

@@ -20,6 +20,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from sdk._client_interceptor import StartWorkflowUpdateInput
 from sdk._failure import failure_to_exception
 from sdk.converter import return_hint
 from sdk.exceptions import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
@@ -54,7 +55,7 @@ def update_arguments(
     return update_name(update), list(args) if args else ([] if arg is NO_ARG else [arg])
 
 
-def _result_type(update: str | Callable[..., Any], result_type: Any) -> Any:
+def result_type_of(update: str | Callable[..., Any], result_type: Any) -> Any:
     if result_type is None and not isinstance(update, str):
         return return_hint(update)
     return result_type
@@ -161,30 +162,37 @@ async def start_update(
     rpc_timeout: timedelta | None = None,
     first_execution_run_id: str | None = None,
 ) -> WorkflowUpdateHandle:
-    """Send an update to ``handle``'s workflow and wait until it reaches ``wait_for_stage``."""
-    client = handle.client
-    body = update_body(client, update, arg, args, id, wait_for_stage)
-    if first_execution_run_id:
-        body["first_execution_run_id"] = first_execution_run_id
-    path = _workflow_path(handle.id, handle.run_id) + "/update"
-    status = await client.transport.post(path, body, timeout=POLL_WAIT_SECONDS + 30) or {}
-    return await finish_update(
-        client, handle.id, status, wait_for_stage, _result_type(update, result_type), rpc_timeout
+    """Send an update to ``handle``'s workflow, through the client's interceptors, and wait
+    until it reaches ``wait_for_stage``."""
+    if wait_for_stage == WorkflowUpdateStage.ADMITTED:
+        raise ValueError("ADMITTED wait stage not supported")
+    name, values = update_arguments(update, arg, args)
+    return await handle.client.outbound.start_workflow_update(
+        StartWorkflowUpdateInput(
+            id=handle.id,
+            run_id=handle.run_id,
+            first_execution_run_id=first_execution_run_id,
+            update_id=id,
+            update=name,
+            args=values,
+            wait_for_stage=wait_for_stage,
+            headers={},
+            ret_type=result_type_of(update, result_type),
+            rpc_timeout=rpc_timeout,
+        )
     )
 
 
 def update_body(
     client: HandleClient,
-    update: str | Callable[..., Any],
-    arg: Any,
-    args: Sequence[Any],
+    name: str,
+    values: list[Any],
     id: str | None,
     wait_for_stage: WorkflowUpdateStage,
 ) -> dict[str, Any]:
     """The update's request as the server takes it (a new update id unless one is given)."""
     if wait_for_stage == WorkflowUpdateStage.ADMITTED:
         raise ValueError("ADMITTED wait stage not supported")
-    name, values = update_arguments(update, arg, args)
     return {
         "name": name,
         "args": client.data_converter.to_payloads(values),
@@ -220,38 +228,6 @@ async def finish_update(
         workflow_run_id=status.get("run_id"),
         result_type=result_type,
         known_outcome=status.get("outcome") if status.get("stage") == "COMPLETED" else None,
-    )
-
-
-async def start_update_with_start(
-    client: HandleClient,
-    start: dict[str, Any],
-    operation: WithStartWorkflowOperation,
-    make_handle: Callable[[str], WorkflowHandle],
-    update: str | Callable[..., Any],
-    arg: Any,
-    *,
-    wait_for_stage: WorkflowUpdateStage,
-    args: Sequence[Any],
-    id: str | None,
-    result_type: Any,
-    rpc_timeout: timedelta | None,
-) -> WorkflowUpdateHandle:
-    """One call: start the workflow (or use the running one) and send it the update; the
-    operation's ``workflow_handle()`` resolves (or raises) with the call."""
-    future = operation._future()
-    try:
-        body = {"start": start, "update": update_body(client, update, arg, args, id, wait_for_stage)}
-        answer = await client.transport.post("/update-with-start", body, timeout=POLL_WAIT_SECONDS + 30) or {}
-    except BaseException as exc:
-        if not future.done():
-            future.set_exception(exc)
-        raise
-    if not future.done():
-        future.set_result(make_handle(str(answer.get("run_id"))))
-    status = answer.get("update") or {}
-    return await finish_update(
-        client, operation.id, status, wait_for_stage, _result_type(update, result_type), rpc_timeout
     )
 
 

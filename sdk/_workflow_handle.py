@@ -13,6 +13,15 @@ from datetime import timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from sdk._client_interceptor import (
+    CancelWorkflowInput,
+    DescribeWorkflowInput,
+    FetchWorkflowHistoryEventsInput,
+    OutboundInterceptor,
+    QueryWorkflowInput,
+    SignalWorkflowInput,
+    TerminateWorkflowInput,
+)
 from sdk._executions import WorkflowExecutionDescription
 from sdk._failure import failure_to_exception
 from sdk._http import HttpTransport
@@ -54,6 +63,9 @@ class HandleClient(Protocol):
 
     @property
     def local_closes(self) -> LocalCloses: ...
+
+    @property
+    def outbound(self) -> OutboundInterceptor: ...
 
 
 class WorkflowHandle:
@@ -157,15 +169,7 @@ class WorkflowHandle:
             else getattr(signal, "__chronicle_workflow_signal__", signal.__name__)
         )
         values = list(args) if args else ([] if arg is NO_ARG else [arg])
-        await self.client.transport.post(
-            self._path("/signal"),
-            {
-                "signal_name": name,
-                "input": self.client.data_converter.to_payloads(values),
-                "request_id": str(uuid.uuid4()),
-                "identity": self.client.identity,
-            },
-        )
+        await self.client.outbound.signal_workflow(SignalWorkflowInput(self.id, self.run_id, name, values))
 
     async def query(
         self,
@@ -183,18 +187,9 @@ class WorkflowHandle:
         if result_type is None and not isinstance(query, str):
             result_type = return_hint(query)
         values = list(args) if args else ([] if arg is NO_ARG else [arg])
-        answer = (
-            await self.client.transport.post(
-                self._path("/query"),
-                {"query_type": name, "query_args": self.client.data_converter.to_payloads(values)},
-                timeout=60,
-            )
-            or {}
+        return await self.client.outbound.query_workflow(
+            QueryWorkflowInput(self.id, self.run_id, name, values, ret_type=result_type)
         )
-        result = answer.get("answer")
-        if isinstance(result, list):
-            return self.client.data_converter.from_result(result, result_type)
-        return self.client.data_converter.from_payload(result, result_type)
 
     async def start_update(
         self,
@@ -257,15 +252,12 @@ class WorkflowHandle:
         return self.get_update_handle(id, workflow_run_id=workflow_run_id, result_type=return_hint(update))
 
     async def cancel(self, reason: str = "") -> None:
-        await self.client.transport.post(
-            self._path("/cancel"), {"reason": reason, "identity": self.client.identity}
-        )
+        await self.client.outbound.cancel_workflow(CancelWorkflowInput(self.id, self.run_id, None, reason))
 
     async def terminate(self, reason: str = "", *details: Any) -> None:
-        body: dict[str, Any] = {"reason": reason, "identity": self.client.identity}
-        if details:
-            body["details"] = self.client.data_converter.to_payloads(list(details))
-        await self.client.transport.post(self._path("/terminate"), body)
+        await self.client.outbound.terminate_workflow(
+            TerminateWorkflowInput(self.id, self.run_id, None, list(details), reason)
+        )
 
     async def reset(
         self,
@@ -298,15 +290,14 @@ class WorkflowHandle:
         return str(answer["run_id"])
 
     async def describe(self) -> WorkflowExecutionDescription:
-        data = await self.client.transport.get(self._path()) or {}
-        return WorkflowExecutionDescription.from_wire(data)
+        return await self.client.outbound.describe_workflow(DescribeWorkflowInput(self.id, self.run_id))
 
     async def fetch_history(self) -> WorkflowHistory:
         """The whole run history as typed events, ready for ``Replayer`` or ``to_json``."""
         events = [event async for event in self.fetch_history_events()]
         return WorkflowHistory(workflow_id=self.id, events=events, run_id=self.run_id or "")
 
-    async def fetch_history_events(
+    def fetch_history_events(
         self, *, page_size: int | None = None, wait_new_event: bool = False
     ) -> AsyncIterator[HistoryEvent]:
         """Every event of the run, page by page, as ``HistoryEvent``s: Temporal's typed
@@ -316,22 +307,6 @@ class WorkflowHandle:
         With ``wait_new_event`` the iteration does not stop at the last event of an open run:
         it waits for the next ones (a long-poll each time) until the run's close event.
         """
-        after, closed = 0, False
-        while True:
-            params: dict[str, Any] = {"after_event_id": after, "page_size": page_size or HISTORY_PAGE_SIZE}
-            if wait_new_event:
-                params.update(wait_new_event=True, timeout=HISTORY_WAIT_SECONDS)
-            page = (
-                await self.client.transport.get(
-                    self._path("/history"), params=params, timeout=HISTORY_WAIT_SECONDS + 30
-                )
-                or {}
-            )
-            for event in await self.client.payload_refs.resolve(page.get("events") or []):
-                after, closed = int(event["event_id"]), event["event_type"] in CLOSE_EVENTS
-                yield HistoryEvent(event)
-            cursor = page.get("next_after_event_id")
-            if cursor:
-                after = int(cursor)
-            elif closed or not wait_new_event:
-                return
+        return self.client.outbound.fetch_workflow_history_events(
+            FetchWorkflowHistoryEventsInput(self.id, self.run_id, page_size, None, wait_new_event)
+        )

@@ -130,6 +130,14 @@ class ActivityContext:
     client: Any = None
     payload_converter: PayloadConverter = field(default_factory=DefaultPayloadConverter)
     worker_shutdown: threading.Event = field(default_factory=threading.Event)
+    # With worker interceptors: their outbound chain, which ``info()`` and ``heartbeat()`` go through.
+    outbound: Any = None
+
+    def record_heartbeat(self, details: Sequence[Any]) -> None:
+        """What ``heartbeat()`` does (the last link of an interceptor chain)."""
+        self.heartbeat_sink(details)
+        if self.raise_on_heartbeat and self.cancelled.is_set() and not self.shielded:
+            raise CancelledError(self.cancel_reason or "Activity cancelled")
 
     def request_cancel(self, reason: str) -> None:
         self.cancel_reason = reason
@@ -216,7 +224,8 @@ def in_activity() -> bool:
 
 
 def info() -> Info:
-    return _context().info
+    context = _context()
+    return context.info if context.outbound is None else context.outbound.info()
 
 
 def heartbeat(*details: Any) -> None:
@@ -226,9 +235,10 @@ def heartbeat(*details: Any) -> None:
     it in the activity's thread), unless inside ``shield_thread_cancel_exception()``.
     """
     context = _context()
-    context.heartbeat_sink(details)
-    if context.raise_on_heartbeat and context.cancelled.is_set() and not context.shielded:
-        raise CancelledError(context.cancel_reason or "Activity cancelled")
+    if context.outbound is None:
+        context.record_heartbeat(details)
+    else:
+        context.outbound.heartbeat(*details)
 
 
 @contextlib.contextmanager

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
@@ -15,12 +14,30 @@ from sdk._async_activity import AsyncActivityHandle
 from sdk._build_ids import BuildIdOpAddNewDefault as BuildIdOpAddNewDefault
 from sdk._build_ids import BuildIdVersionSet as BuildIdVersionSet
 from sdk._build_ids import WorkerBuildIdVersionSets as WorkerBuildIdVersionSets
+from sdk._client_impl import ClientOutbound
+from sdk._client_interceptor import (
+    CancelWorkflowInput,
+    CountWorkflowsInput,
+    DescribeWorkflowInput,
+    FetchWorkflowHistoryEventsInput,
+    Interceptor,
+    OutboundInterceptor,
+    QueryWorkflowInput,
+    SignalWorkflowInput,
+    StartWorkflowInput,
+    StartWorkflowUpdateInput,
+    StartWorkflowUpdateWithStartInput,
+    TerminateWorkflowInput,
+    UpdateWithStartStartWorkflowInput,
+    UpdateWithStartUpdateWorkflowInput,
+    build_chain,
+)
 from sdk._executions import (
     WorkflowExecutionCount,
     WorkflowExecutionCountAggregationGroup,
     WorkflowExecutionDescription,
 )
-from sdk._http import AlreadyStartedRPCError, HttpTransport
+from sdk._http import HttpTransport
 from sdk._listing import PagedAsyncIterator
 from sdk._listing import WorkflowExecutionAsyncIterator as WorkflowExecutionAsyncIterator
 from sdk._local_closes import LocalCloses
@@ -30,14 +47,13 @@ from sdk._update_with_start import UpdateWithStart
 from sdk._updates import WithStartWorkflowOperation as WithStartWorkflowOperation
 from sdk._updates import WorkflowUpdateHandle as WorkflowUpdateHandle
 from sdk._updates import WorkflowUpdateStage as WorkflowUpdateStage
-from sdk._workflow_handle import HISTORY_WAIT_SECONDS, NO_ARG
+from sdk._workflow_handle import HISTORY_WAIT_SECONDS
 from sdk._workflow_handle import WorkflowHandle as WorkflowHandle
 from sdk.common import RetryPolicy, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from sdk.converter import DataConverter, default_converter, return_hint
 from sdk.envconfig import base_url, resolve_connection
 from sdk.exceptions import RPCError as RPCError
 from sdk.exceptions import RPCTimeoutOrCancelledError as RPCTimeoutOrCancelledError
-from sdk.exceptions import WorkflowAlreadyStartedError
 from sdk.exceptions import WorkflowContinuedAsNewError as WorkflowContinuedAsNewError
 from sdk.exceptions import WorkflowFailureError as WorkflowFailureError
 from sdk.exceptions import WorkflowQueryFailedError as WorkflowQueryFailedError
@@ -67,7 +83,7 @@ from sdk.schedule import (
     create_schedule,
     list_schedules,
 )
-from sdk.search_attributes import SearchAttributesInput, search_attributes_to_wire
+from sdk.search_attributes import SearchAttributesInput
 from sdk.workflow._definition import workflow_name
 
 
@@ -79,7 +95,7 @@ def default_identity() -> str:
 TEMPORAL_CONNECT_OPTIONS = frozenset(
     {
         "default_workflow_query_reject_condition", "dns_load_balancing_config", "grpc_compression",
-        "header_codec_behavior", "http_connect_proxy_config", "interceptors", "keep_alive_config",
+        "header_codec_behavior", "http_connect_proxy_config", "keep_alive_config",
         "lazy", "payload_limits", "plugins", "retry_config", "rpc_metadata", "runtime",
     }
 )  # fmt: skip
@@ -98,7 +114,14 @@ class EagerWorkflowRunner(Protocol):
 class Client(UpdateWithStart):
     """A connection to one namespace of a Chronicle server."""
 
-    def __init__(self, transport: HttpTransport, *, data_converter: DataConverter, identity: str) -> None:
+    def __init__(
+        self,
+        transport: HttpTransport,
+        *,
+        data_converter: DataConverter,
+        identity: str,
+        interceptors: Sequence[Interceptor] = (),
+    ) -> None:
         self.transport = transport
         self.data_converter = data_converter
         transport.payload_codec = data_converter.payload_codec
@@ -109,6 +132,9 @@ class Client(UpdateWithStart):
         self._eager_runners: dict[str, list[EagerWorkflowRunner]] = {}
         # Closes of runs started eagerly here, seen by this process's worker.
         self.local_closes = LocalCloses()
+        # Built once: every call goes to the outermost link (the root when none is given).
+        self.interceptors = list(interceptors)
+        self.outbound: OutboundInterceptor = build_chain(ClientOutbound(self), self.interceptors)
 
     def register_eager_runner(self, task_queue: str, runner: EagerWorkflowRunner) -> None:
         """Called by a running worker built on this client: it can take eager starts for its queue."""
@@ -136,6 +162,7 @@ class Client(UpdateWithStart):
         identity: str | None = None,
         tls: bool | Any = None,
         url: str | None = None,
+        interceptors: Sequence[Interceptor] = (),
         **_temporal_options: Any,
     ) -> Client:
         """Connect to a Chronicle server: ``Client.connect(**ClientConfig.load_client_connect_config())``
@@ -144,8 +171,10 @@ class Client(UpdateWithStart):
         What is not given comes from ``sdk.envconfig``'s chain: ``CHRONICLE_*`` (then
         ``TEMPORAL_*``) environment variables, a TOML profile, then ``.chronicle/dev.json``. A
         ``host:port`` address (Temporal's form) is reached over ``http``, or ``https`` with
-        ``tls``. Temporal's gRPC options (``rpc_metadata``, ``lazy``, ``runtime``,
-        ``interceptors``, ``plugins``, ...) are accepted and have nothing to configure here.
+        ``tls``. ``interceptors`` wrap the client's calls (``sdk.client.Interceptor``; those
+        that are also ``sdk.worker.Interceptor`` wrap its workers' too). Temporal's gRPC
+        options (``rpc_metadata``, ``lazy``, ``runtime``, ``plugins``, ...) are accepted and
+        have nothing to configure here.
         """
         unknown = sorted(set(_temporal_options) - TEMPORAL_CONNECT_OPTIONS)
         if unknown:
@@ -156,57 +185,11 @@ class Client(UpdateWithStart):
             transport,
             data_converter=data_converter or default_converter,
             identity=identity or default_identity(),
+            interceptors=interceptors,
         )
 
     async def close(self) -> None:
         await self.transport.close()
-
-    def _start_body(
-        self,
-        workflow: str | Callable[..., Any],
-        arg: Any,
-        args: Sequence[Any],
-        *,
-        id: str,
-        task_queue: str,
-        id_reuse_policy: WorkflowIDReusePolicy,
-        id_conflict_policy: WorkflowIDConflictPolicy,
-        execution_timeout: timedelta | None,
-        run_timeout: timedelta | None,
-        task_timeout: timedelta | None,
-        memo: dict[str, Any] | None,
-        search_attributes: SearchAttributesInput | None,
-        request_id: str | None,
-        retry_policy: RetryPolicy | None,
-        start_delay: timedelta | None,
-        cron_schedule: str,
-    ) -> dict[str, Any]:
-        values = list(args) if args else ([] if arg is NO_ARG else [arg])
-        body: dict[str, Any] = {
-            "workflow_id": id,
-            "workflow_type": workflow_name(workflow),
-            "task_queue": task_queue,
-            "input": self.data_converter.to_payloads(values),
-            "request_id": request_id or str(uuid.uuid4()),
-            "id_reuse_policy": id_reuse_policy.value,
-            "id_conflict_policy": id_conflict_policy.value,
-            "memo": {k: self.data_converter.to_payload(v) for k, v in (memo or {}).items()},
-            "search_attributes": search_attributes_to_wire(search_attributes),
-            "identity": self.identity,
-        }
-        for key, value in (
-            ("execution_timeout", execution_timeout),
-            ("run_timeout", run_timeout),
-            ("task_timeout", task_timeout),
-            ("start_delay", start_delay),
-        ):
-            if value is not None:
-                body[key] = value.total_seconds()
-        if retry_policy is not None:
-            body["retry_policy"] = retry_policy.to_wire()
-        if cron_schedule:
-            body["cron_schedule"] = cron_schedule
-        return body
 
     async def start_workflow(
         self,
@@ -243,65 +226,37 @@ class Client(UpdateWithStart):
         ``_wait_for_close`` (what ``execute_workflow`` sends): the server holds its answer up
         to that many seconds for the run's close, which the handle keeps for ``result()``.
         """
-        body = self._start_body(
-            workflow,
-            arg if arg is not None else NO_ARG,
-            args,
-            id=id,
-            task_queue=task_queue,
-            id_reuse_policy=id_reuse_policy,
-            id_conflict_policy=id_conflict_policy,
-            execution_timeout=execution_timeout,
-            run_timeout=run_timeout,
-            task_timeout=task_timeout,
-            memo=memo,
-            search_attributes=search_attributes,
-            request_id=request_id,
-            retry_policy=retry_policy,
-            start_delay=start_delay,
-            cron_schedule=cron_schedule,
-        )
-        path = "/workflows"
-        if start_signal is not None:
-            path = "/signal-with-start"
-            body["signal_name"] = start_signal
-            body["signal_input"] = self.data_converter.to_payloads(list(start_signal_args))
-        eager = None
-        if request_eager_start and start_signal is None:
-            eager = await self._reserve_eager_runner(task_queue)
-            body["request_eager_execution"] = eager is not None
-        options: dict[str, Any] = {}
-        if _wait_for_close > 0 and eager is None:
-            # (A run started eagerly here closes in this process: its result needs no call.)
-            body["wait_for_close"] = _wait_for_close
-            options["timeout"] = _wait_for_close + 30
-        try:
-            answer = await self.transport.post(path, body, **options) or {}
-        except BaseException as exc:
-            if eager is not None:
-                eager.release_slot()
-            if isinstance(exc, AlreadyStartedRPCError):
-                details = exc.details if isinstance(exc.details, dict) else {}
-                raise WorkflowAlreadyStartedError(
-                    id, body["workflow_type"], run_id=details.get("run_id")
-                ) from exc
-            raise
-        if eager is not None:
-            task = answer.get("eager_workflow_task")
-            if task:
-                self.local_closes.expect(str(answer.get("run_id")))
-                eager.run_reserved(task)
-            else:
-                eager.release_slot()
+        values = list(args) if args else ([] if arg is None else [arg])
         if result_type is None and not isinstance(workflow, str):
             result_type = return_hint(workflow)
-        return WorkflowHandle(
-            self,
-            id,
-            run_id=answer.get("run_id"),
-            result_run_id=answer.get("run_id"),
-            result_type=result_type,
-            close_page=answer.get("close"),
+        return await self.outbound.start_workflow(
+            StartWorkflowInput(
+                workflow=workflow_name(workflow),
+                args=values,
+                id=id,
+                task_queue=task_queue,
+                execution_timeout=execution_timeout,
+                run_timeout=run_timeout,
+                task_timeout=task_timeout,
+                id_reuse_policy=id_reuse_policy,
+                id_conflict_policy=id_conflict_policy,
+                retry_policy=retry_policy,
+                cron_schedule=cron_schedule,
+                memo=memo,
+                search_attributes=search_attributes,
+                start_delay=start_delay,
+                headers={},
+                start_signal=start_signal,
+                start_signal_args=list(start_signal_args),
+                static_summary=None,
+                static_details=None,
+                ret_type=result_type,
+                rpc_metadata={},
+                rpc_timeout=None,
+                request_eager_start=request_eager_start,
+                request_id=request_id,
+                wait_for_close=_wait_for_close,
+            )
         )
 
     async def execute_workflow(
@@ -436,14 +391,7 @@ class Client(UpdateWithStart):
 
     async def count_workflows(self, query: str = "") -> WorkflowExecutionCount:
         """How many executions match ``query``; end it with ``GROUP BY ExecutionStatus`` for groups."""
-        data = await self.transport.get("/workflow-count", params={"query": query}) or {}
-        groups = [
-            WorkflowExecutionCountAggregationGroup(
-                count=int(g["count"]), group_values=list(g["group_values"])
-            )
-            for g in data.get("groups") or []
-        ]
-        return WorkflowExecutionCount(count=int(data.get("count") or 0), groups=groups)
+        return await self.outbound.count_workflows(CountWorkflowsInput(query))
 
 
 __all__ = [
@@ -451,7 +399,14 @@ __all__ = [
     "AsyncActivityHandle",
     "BuildIdOpAddNewDefault",
     "BuildIdVersionSet",
+    "CancelWorkflowInput",
     "Client",
+    "CountWorkflowsInput",
+    "DescribeWorkflowInput",
+    "FetchWorkflowHistoryEventsInput",
+    "Interceptor",
+    "OutboundInterceptor",
+    "QueryWorkflowInput",
     "RPCError",
     "RPCTimeoutOrCancelledError",
     "Schedule",
@@ -472,6 +427,13 @@ __all__ = [
     "ScheduleState",
     "ScheduleUpdate",
     "ScheduleUpdateInput",
+    "SignalWorkflowInput",
+    "StartWorkflowInput",
+    "StartWorkflowUpdateInput",
+    "StartWorkflowUpdateWithStartInput",
+    "TerminateWorkflowInput",
+    "UpdateWithStartStartWorkflowInput",
+    "UpdateWithStartUpdateWorkflowInput",
     "WithStartWorkflowOperation",
     "WorkerBuildIdVersionSets",
     "WorkflowContinuedAsNewError",

@@ -16,6 +16,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sdk._runtime.host import IssuesCommands
+from sdk._worker_interceptor import (
+    HandleQueryInput,
+    HandleSignalInput,
+    WorkflowInboundInterceptor,
+    run_to_end,
+)
 from sdk.common import RawValue
 from sdk.converter import parameter_hints, payload_from_wire
 from sdk.exceptions import QueryFailed
@@ -38,6 +44,7 @@ class Handlers(IssuesCommands):
     if TYPE_CHECKING:
         definition: WorkflowDefinition
         _object: Any
+        _inbound: WorkflowInboundInterceptor | None
 
         def installed(self) -> Any: ...
 
@@ -59,6 +66,12 @@ class Handlers(IssuesCommands):
     def _raw(self, payloads: list[dict[str, Any]]) -> list[RawValue]:
         return [RawValue(payload_from_wire(p)) for p in payloads]
 
+    def _values(self, handler: Handler, payloads: list[dict[str, Any]], dynamic: bool) -> list[Any]:
+        """A handler's arguments as interceptors see them (raw values for a dynamic one)."""
+        if dynamic:
+            return list(self._raw(payloads))
+        return list(self.converter.from_payloads(payloads, parameter_hints(handler)))
+
     def _deliver_signal(self, name: str, payloads: list[dict[str, Any]]) -> None:
         handler = self._signal_handlers.get(name)
         dynamic = handler is None
@@ -66,7 +79,14 @@ class Handlers(IssuesCommands):
         if handler is None or self._object is None:
             self._buffered_signals.append((name, payloads))
             return
-        if dynamic:
+        if self._inbound is not None:  # interceptors: the handler runs as their chain's last link
+            args = (
+                self._raw(payloads)
+                if dynamic
+                else self.converter.from_payloads(payloads, parameter_hints(handler))
+            )
+            outcome = self._inbound.handle_signal(HandleSignalInput(name, args, {}))
+        elif dynamic:
             outcome = handler(name, self._raw(payloads))
         else:
             outcome = handler(*self.converter.from_payloads(payloads, parameter_hints(handler)))
@@ -84,7 +104,7 @@ class Handlers(IssuesCommands):
         for name, payloads in waiting:
             self._deliver_signal(name, payloads)
 
-    def query(self, query_type: str, args: list[dict[str, Any]]) -> dict[str, Any]:
+    def query(self, query_type: str, args: list[dict[str, Any]], query_id: str = "") -> dict[str, Any]:
         """Answer a query from the run's current state (read-only: a command raises)."""
         handler = self._query_handlers.get(query_type)
         dynamic = handler is None
@@ -95,7 +115,16 @@ class Handlers(IssuesCommands):
         self._read_only = True
         try:
             with self.installed():
-                if dynamic:
+                if self._inbound is not None:
+                    values = (
+                        self._raw(args)
+                        if dynamic
+                        else self.converter.from_payloads(args, parameter_hints(handler))
+                    )
+                    result = run_to_end(
+                        self._inbound.handle_query(HandleQueryInput(query_id, query_type, values, {}))
+                    )
+                elif dynamic:
                     result = handler(query_type, self._raw(args))
                 else:
                     result = handler(*self.converter.from_payloads(args, parameter_hints(handler)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -32,8 +32,10 @@ from sdk._runtime.commands import (
     is_patch_marker,
 )
 from sdk._runtime.handlers import Handlers
+from sdk._runtime.interception import Intercepted, build_chain
 from sdk._runtime.loop import DeterministicLoop
 from sdk._runtime.updates import Updates
+from sdk._worker_interceptor import Interceptor
 from sdk.converter import DataConverter, parameter_hints, return_hint
 from sdk.exceptions import (
     ActivityError,
@@ -83,7 +85,7 @@ def _is_cancellation(error: FailureError) -> bool:
     return isinstance(error, ActivityError | ChildWorkflowError) and isinstance(error.cause, CancelledError)
 
 
-class WorkflowInstance(Updates, Handlers, ChildWorkflows, Activities, _Runtime):
+class WorkflowInstance(Intercepted, Updates, Handlers, ChildWorkflows, Activities, _Runtime):
     """A workflow run: feed it history with ``activate``, send back the commands it returns.
 
     While its code runs it is the installed ``workflow._Runtime``, the interface through
@@ -97,7 +99,9 @@ class WorkflowInstance(Updates, Handlers, ChildWorkflows, Activities, _Runtime):
         converter: DataConverter,
         *,
         determinism_guard: bool = True,
+        interceptors: Sequence[Interceptor] = (),
     ) -> None:
+        """``interceptors``: the worker's; their workflow interceptor classes wrap this run."""
         self.determinism_guard = determinism_guard
         if determinism_guard:
             _guard.install()
@@ -129,6 +133,9 @@ class WorkflowInstance(Updates, Handlers, ChildWorkflows, Activities, _Runtime):
         self._init_handlers()
         self._init_updates()
         self.cancel_requested = False
+        self._start_header: dict[str, Any] | None = None
+        if interceptors:
+            self._inbound = build_chain(self, interceptors)
 
     # -- the seam the worker calls -------------------------------------------------------------
 
@@ -302,6 +309,7 @@ class WorkflowInstance(Updates, Handlers, ChildWorkflows, Activities, _Runtime):
         run_fn = self.definition.run_fn
         self.last_completion_result = attrs.get("last_completion_result")
         self.continued_failure = attrs.get("continued_failure")
+        self._start_header = attrs.get("header")
         payloads = attrs.get("input") or []
         if self.definition.dynamic:  # one parameter: the raw arguments
             args: list[Any] = [self._raw(payloads)]
@@ -315,7 +323,7 @@ class WorkflowInstance(Updates, Handlers, ChildWorkflows, Activities, _Runtime):
 
     async def _run_main(self, args: list[Any]) -> None:
         try:
-            result = await self.definition.run_fn(self._object, *args)
+            result = await self._execute(self.definition.run_fn, self._object, args, self._start_header)
         except ContinueAsNewError as request:
             self._close("ContinueAsNewWorkflowExecution", request.attributes)
         except (asyncio.CancelledError, CancelledError):
@@ -390,7 +398,7 @@ class WorkflowInstance(Updates, Handlers, ChildWorkflows, Activities, _Runtime):
     # -- workflow._Runtime: what sdk.workflow's functions ask of this run ----------------------
 
     def workflow_info(self) -> Info:
-        return self.info
+        return self.info if self._outbound is None else self._outbound.info()
 
     def workflow_all_handlers_finished(self) -> bool:
         """No signal or update handler still running."""

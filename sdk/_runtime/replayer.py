@@ -16,6 +16,7 @@ from typing import Any
 
 from sdk._runtime.instance import WorkflowInstance
 from sdk._runtime.temporal_history import chronicle_events, is_temporal_export
+from sdk._worker_interceptor import Interceptor
 from sdk.api.history.v1 import HistoryEvent, history_events
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter
@@ -145,7 +146,7 @@ def _parent(attrs: dict[str, Any]) -> ParentInfo | None:
 Histories = Iterable[WorkflowHistory] | AsyncIterable[WorkflowHistory]
 TEMPORAL_REPLAYER_OPTIONS = frozenset(
     {
-        "workflow_task_executor", "workflow_runner", "unsandboxed_workflow_runner", "interceptors",
+        "workflow_task_executor", "workflow_runner", "unsandboxed_workflow_runner",
         "plugins", "build_id", "identity", "workflow_failure_exception_types", "debug_mode",
         "runtime", "disable_safe_workflow_eviction", "header_codec_behavior",
     }
@@ -163,10 +164,12 @@ class Replayer:
         workflows: Sequence[type],
         data_converter: DataConverter | None = None,
         namespace: str = "ReplayNamespace",
+        interceptors: Sequence[Interceptor] = (),
         **temporal_options: Any,
     ) -> None:
-        """``workflows`` and ``data_converter`` as for a worker. Temporal's other options
-        (runners, interceptors, executor, build id, ...) are accepted and change nothing here:
+        """``workflows``, ``data_converter`` and ``interceptors`` (their workflow interceptors
+        run in each replay, as in a worker) as for a worker. Temporal's other options
+        (runners, executor, build id, ...) are accepted and change nothing here:
         replay runs the code in-process, as every Chronicle workflow runs; a misspelt one is
         a ``TypeError``."""
         unknown = sorted(set(temporal_options) - TEMPORAL_REPLAYER_OPTIONS)
@@ -175,6 +178,7 @@ class Replayer:
         self.definitions = {d.name: d for d in (WorkflowDefinition.from_class(cls) for cls in workflows)}
         self.converter = data_converter or DataConverter()
         self.namespace = namespace
+        self.interceptors = list(interceptors)
 
     def replay_workflow(
         self, history: WorkflowHistory | dict[str, Any] | str, *, raise_on_replay_failure: bool = True
@@ -201,7 +205,8 @@ class Replayer:
         definition = self.definitions.get(info.workflow_type)
         if definition is None:
             raise ValueError(f"Workflow type {info.workflow_type!r} is not registered on this replayer")
-        activation = WorkflowInstance(definition, info, self.converter).activate(events)
+        instance = WorkflowInstance(definition, info, self.converter, interceptors=self.interceptors)
+        activation = instance.activate(events)
         if activation.commands and _last_task_completed(events):
             raise NondeterminismError(
                 f"workflow code issued {activation.commands[0]['command_type']} after the "

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sdk._failure import exception_to_failure
 from sdk._runtime.host import IssuesCommands
+from sdk._worker_interceptor import HandleUpdateInput, WorkflowInboundInterceptor, headers_from_wire
 from sdk.common import RawValue
 from sdk.converter import parameter_hints
 from sdk.exceptions import ApplicationError, CancelledError, FailureError, NondeterminismError
@@ -60,6 +61,7 @@ class Updates(IssuesCommands):
         definition: WorkflowDefinition
         _object: Any
         _read_only: bool
+        _inbound: WorkflowInboundInterceptor | None
 
         def installed(self) -> Any: ...
 
@@ -149,9 +151,9 @@ class Updates(IssuesCommands):
                     f"handler. known updates: {known}",
                     type="NotFoundError",
                 )
-            _, validator, dynamic = found
-            if validator is not None:
-                self._run_validator(validator, UpdateInfo(update_id, name), request, dynamic)
+            handler, validator, dynamic = found
+            if validator is not None or self._inbound is not None:
+                self._run_validator(validator or handler, UpdateInfo(update_id, name), request, dynamic)
         except Exception as exc:
             failure = exception_to_failure(exc, self.converter)
             self._update_messages.append({"type": "Rejection", "update_id": update_id, "failure": failure})
@@ -167,7 +169,10 @@ class Updates(IssuesCommands):
         token = _current.set(info)
         self._read_only = True
         try:
-            validator(*args)
+            if self._inbound is not None:  # the validator, if any, is the chain's last link
+                self._inbound.handle_update_validator(_input(info, args, request, dynamic))
+            else:
+                validator(*args)
         finally:
             self._read_only = False
             _current.reset(token)
@@ -183,7 +188,17 @@ class Updates(IssuesCommands):
             return
         handler, _, dynamic = found
         args = self._arguments(handler, name, list(request.get("args") or []), dynamic)
-        task = self.loop.create_task(self._run_update(UpdateInfo(update_id, name), handler, args))
+        info = UpdateInfo(update_id, name)
+        call: Any = handler
+        if self._inbound is not None:  # the handler is the chain's last link
+            update_input = _input(info, args, request, dynamic)
+            inbound = self._inbound
+            args = []
+
+            def call() -> Any:
+                return inbound.handle_update_handler(update_input)
+
+        task = self.loop.create_task(self._run_update(info, call, args))
         policy = getattr(handler, UNFINISHED_POLICY_ATTR, HandlerUnfinishedPolicy.WARN_AND_ABANDON)
         self._update_tasks[task] = (name, policy)
         task.add_done_callback(lambda done: self._update_tasks.pop(done, None))
@@ -245,6 +260,12 @@ class Updates(IssuesCommands):
             )
 
 
+def _input(info: UpdateInfo, args: list[Any], request: dict[str, Any], dynamic: bool) -> HandleUpdateInput:
+    """The update as interceptors see it: its arguments without the name a dynamic handler takes."""
+    values = args[1] if dynamic else args
+    return HandleUpdateInput(info.id, info.name, values, headers_from_wire(request.get("header")))
+
+
 def _accepted_after(rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The update requests a replayed task accepted: its Accepted events, before the next task."""
     requests = []
@@ -255,6 +276,11 @@ def _accepted_after(rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
             accepted = (event.get("attributes") or {}).get("accepted_request") or {}
             meta, given = accepted.get("meta") or {}, accepted.get("input") or {}
             requests.append(
-                {"update_id": meta.get("update_id"), "name": given.get("name"), "args": given.get("args")}
+                {
+                    "update_id": meta.get("update_id"),
+                    "name": given.get("name"),
+                    "args": given.get("args"),
+                    "header": given.get("header"),
+                }
             )
     return requests

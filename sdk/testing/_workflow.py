@@ -113,6 +113,7 @@ class WorkflowEnvironment:
                 api_key=dev["api_key"],
                 data_converter=data_converter,
                 identity=identity,
+                interceptors=temporal_options.get("interceptors") or (),
             )
         except BaseException:
             server.stop()

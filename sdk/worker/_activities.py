@@ -8,7 +8,7 @@ import contextvars
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +17,13 @@ from sdk import activity
 from sdk._async_activity import task_token_for
 from sdk._failure import exception_to_failure
 from sdk._http import NotFoundError
+from sdk._worker_interceptor import (
+    ActivityInboundInterceptor,
+    ActivityOutboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    headers_from_wire,
+)
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter, parameter_hints
 from sdk.exceptions import ApplicationError, ApplicationErrorCategory, CancelledError
@@ -97,6 +104,7 @@ class ActivityRunner:
             else None
         )
         self.slots = asyncio.Semaphore(worker.max_concurrent_activities)
+        self.interceptors: list[Interceptor] = list(getattr(worker, "interceptors", ()))
         self.in_flight: set[asyncio.Task[None]] = set()
         # Set when the worker starts shutting down (activity.is_worker_shutdown()).
         self.shutting_down = threading.Event()
@@ -166,7 +174,7 @@ class ActivityRunner:
             args = self.worker.client.data_converter.from_payloads(
                 task.get("input") or [], parameter_hints(definition.fn)
             )
-            return "complete", await self._call(definition, args, context)
+            return "complete", await self._call(definition, args, context, task.get("header"))
         except activity._CompleteAsyncError:
             return "async", None  # a client completes it later, by its task token
         except (asyncio.CancelledError, CancelledError) as exc:
@@ -179,22 +187,56 @@ class ActivityRunner:
             return "fail", exc
 
     async def _call(
-        self, definition: activity.ActivityDefinition, args: list[Any], context: activity.ActivityContext
+        self,
+        definition: activity.ActivityDefinition,
+        args: list[Any],
+        context: activity.ActivityContext,
+        header: Any = None,
     ) -> Any:
         token = activity.set_context(context)
         context.in_thread = not definition.is_async
         context.raise_on_heartbeat = context.in_thread and not definition.no_thread_cancel_exception
         try:
-            if definition.is_async:
-                return await definition.fn(*args)
-            assert self.executor is not None
-            if self.shared_state is not None:
-                return await run_in_process(self.executor, self.shared_state, definition.fn, args, context)
-            snapshot = contextvars.copy_context()
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self.executor, lambda: snapshot.run(definition.fn, *args))
+            if self.interceptors:
+                return await self._intercepted(definition, args, context, header)
+            return await self.run_fn(definition, definition.fn, args, context)
         finally:
             activity._current.reset(token)
+
+    def run_fn(
+        self,
+        definition: activity.ActivityDefinition,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        context: activity.ActivityContext,
+    ) -> Awaitable[Any]:
+        """The attempt itself: ``fn`` awaited on the loop, or run in the executor."""
+        if definition.is_async:
+            return fn(*args)  # type: ignore[no-any-return]
+        assert self.executor is not None
+        if self.shared_state is not None:
+            return run_in_process(self.executor, self.shared_state, fn, list(args), context)
+        snapshot = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self.executor, lambda: snapshot.run(fn, *args))
+
+    async def _intercepted(
+        self,
+        definition: activity.ActivityDefinition,
+        args: list[Any],
+        context: activity.ActivityContext,
+        header: Any,
+    ) -> Any:
+        """The attempt through the worker's interceptors, a chain built for it (Temporal's order:
+        the first interceptor outermost, ``init`` before ``execute_activity``)."""
+        inbound: ActivityInboundInterceptor = _ActivityInbound(self, definition, context)
+        for interceptor in reversed(self.interceptors):
+            inbound = interceptor.intercept_activity(inbound)
+        inbound.init(_ActivityOutbound(context))
+        headers = headers_from_wire(header)
+        return await inbound.execute_activity(
+            ExecuteActivityInput(definition.fn, args, self.executor, headers)
+        )
 
     async def _heartbeat_loop(
         self,
@@ -296,6 +338,37 @@ class ActivityRunner:
             await asyncio.gather(*self.in_flight, return_exceptions=True)
         if self._owns_executor and self.executor is not None:
             self.executor.shutdown(wait=False)
+
+
+class _ActivityInbound(ActivityInboundInterceptor):
+    """The innermost inbound link: runs the input's function with its arguments."""
+
+    def __init__(
+        self,
+        runner: ActivityRunner,
+        definition: activity.ActivityDefinition,
+        context: activity.ActivityContext,
+    ) -> None:
+        self.runner, self.definition, self.context = runner, definition, context
+
+    def init(self, outbound: ActivityOutboundInterceptor) -> None:
+        self.context.outbound = outbound
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        return await self.runner.run_fn(self.definition, input.fn, input.args, self.context)
+
+
+class _ActivityOutbound(ActivityOutboundInterceptor):
+    """The innermost outbound link: the attempt's own info and heartbeat."""
+
+    def __init__(self, context: activity.ActivityContext) -> None:
+        self.context = context
+
+    def info(self) -> activity.Info:
+        return self.context.info
+
+    def heartbeat(self, *details: Any) -> None:
+        self.context.record_heartbeat(details)
 
 
 def _log_failure(task: dict[str, Any], error: BaseException) -> None:

@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 
 from sdk._http import NotFoundError
+from sdk._worker_interceptor import Interceptor
 from sdk.client import Client
 from sdk.exceptions import RPCError
 from sdk.worker._activities import REPORT_BACKOFF_MAX, ActivityRunner
@@ -39,7 +40,7 @@ SHUTDOWN_REPORT_GRACE = timedelta(seconds=10)
 TEMPORAL_WORKER_OPTIONS = frozenset(
     {
         "activity_task_poller_behavior", "debug_mode", "deployment_config",
-        "disable_safe_workflow_eviction", "graceful_shutdown_timeout", "interceptors",
+        "disable_safe_workflow_eviction", "graceful_shutdown_timeout",
         "max_activities_per_second", "max_concurrent_local_activities",
         "max_task_queue_activities_per_second", "no_remote_activities", "on_fatal_error",
         "plugins", "tuner", "workflow_task_executor",
@@ -86,6 +87,7 @@ class Worker:
         shared_state_manager: SharedStateManager | None = None,
         workflow_runner: WorkflowRunner | None = None,
         unsandboxed_workflow_runner: WorkflowRunner | None = None,
+        interceptors: Sequence[Interceptor] = (),
         **_temporal_options: Any,
     ) -> None:
         """``build_id`` names this worker's code; it is recorded on the workflow tasks it runs.
@@ -97,9 +99,11 @@ class Worker:
         instead of its workflow task (as ``@workflow.defn(failure_exception_types=...)`` does
         for one workflow). ``determinism_guard`` makes wall clocks, randomness and blocking
         I/O raise in workflow code (``sdk.worker.workflow_sandbox`` explains; there is no
-        sandbox, so the runner options are accepted and change nothing). Temporal's other
-        options (``interceptors``, ``plugins``, ``debug_mode``, tuners, ...) are accepted
-        and have nothing to configure here.
+        sandbox, so the runner options are accepted and change nothing). ``interceptors``
+        (``sdk.worker.Interceptor``) wrap the activities and workflows run here, after the
+        client's own interceptors that are worker interceptors too. Temporal's other options
+        (``plugins``, ``debug_mode``, tuners, ...) are accepted and have nothing to configure
+        here.
         """
         _refuse_unknown("Worker", _temporal_options, TEMPORAL_WORKER_OPTIONS)
         if not workflows and not activities:
@@ -128,6 +132,9 @@ class Worker:
         self.workflow_failure_exception_types = tuple(workflow_failure_exception_types)
         self.determinism_guard = determinism_guard
         self.workflow_runner_option = workflow_runner or UnsandboxedWorkflowRunner()
+        # Temporal's order: the client's worker interceptors, then this worker's; first outermost.
+        given = getattr(client, "interceptors", ())
+        self.interceptors = [i for i in given if isinstance(i, Interceptor)] + list(interceptors)
         self.activities = (
             ActivityRunner(self, activities, activity_executor, shared_state_manager) if activities else None
         )

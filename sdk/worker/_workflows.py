@@ -169,7 +169,11 @@ class WorkflowRunner:
         )
         guard = bool(getattr(self.worker, "determinism_guard", True))
         converter = self.worker.client.data_converter
-        return WorkflowInstance(definition, info, converter, determinism_guard=guard), events
+        interceptors = getattr(self.worker, "interceptors", ())
+        instance = WorkflowInstance(
+            definition, info, converter, determinism_guard=guard, interceptors=interceptors
+        )
+        return instance, events
 
     async def _resolved(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The events with payload references swapped for the stored payloads."""
@@ -282,7 +286,9 @@ class WorkflowRunner:
             "identity": self.worker.identity,
             "commands": activation.commands,
             # Queries the server held back while this task ran, answered from the new state.
-            "query_results": {query_id: answer_query(instance, q) for query_id, q in queries.items()},
+            "query_results": {
+                query_id: answer_query(instance, q, query_id) for query_id, q in queries.items()
+            },
             "messages": activation.messages,  # the answers to the task's update requests
             "sticky_task_queue": "" if activation.completed else self.sticky_queue,
             "sticky_schedule_to_start_timeout": self.worker.sticky_schedule_to_start_timeout.total_seconds(),
@@ -338,7 +344,7 @@ class WorkflowRunner:
         except Exception as exc:
             body["error_message"] = str(exc) or type(exc).__name__
         else:
-            body.update(answer_query(instance, query))
+            body.update(answer_query(instance, query, str(task.get("task_token") or "")))
         await self.worker.report(
             f"/task-queues/{quote(self.worker.task_queue, safe='')}/query-tasks/respond", body
         )
@@ -348,9 +354,10 @@ class WorkflowRunner:
             await asyncio.gather(*self.in_flight, return_exceptions=True)
 
 
-def answer_query(instance: WorkflowInstance, query: dict[str, Any]) -> dict[str, Any]:
+def answer_query(instance: WorkflowInstance, query: dict[str, Any], query_id: str = "") -> dict[str, Any]:
     """``{"answer": payload}`` or ``{"error_message": ...}``, the shape both query replies take."""
     try:
-        return {"answer": instance.query(query["query_type"], list(query.get("query_args") or []))}
+        args = list(query.get("query_args") or [])
+        return {"answer": instance.query(query["query_type"], args, query_id)}
     except Exception as exc:  # QueryFailed and handler bugs both go back as the answer
         return {"error_message": str(exc) or type(exc).__name__}

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from sdk.common import RetryPolicy
 from sdk.converter import DataConverter
@@ -288,6 +288,11 @@ class _Runtime(ABC):
         cancellation_type: ChildWorkflowCancellationType,
     ) -> ChildWorkflowHandle:
         """Start a child; returns once the server has started it."""
+
+    def workflow_continue_as_new(self, attributes: dict[str, Any], args: list[Any]) -> NoReturn:
+        """Close the run as continued-as-new with ``attributes`` (whose ``input`` encodes
+        ``args``); an engine with interceptors hands them the request first."""
+        raise ContinueAsNewError(attributes)
 
     @abstractmethod
     def workflow_signal_external(

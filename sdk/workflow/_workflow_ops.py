@@ -15,7 +15,6 @@ from sdk.workflow._definition import DEFINITION_ATTR, signal_name, workflow_name
 from sdk.workflow._interface import (
     ChildWorkflowCancellationType,
     ChildWorkflowHandle,
-    ContinueAsNewError,
     _Runtime,
 )
 
@@ -156,4 +155,4 @@ def continue_as_new(
         "search_attributes": dict(info.search_attributes if search_attributes is None else search_attributes),
         "retry_policy": policy.to_wire() if policy else None,
     }
-    raise ContinueAsNewError(attributes)
+    runtime.workflow_continue_as_new(attributes, values)
