@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sdk._runtime.replayer import Replayer
+from sdk._runtime.replayer import Replayer, WorkflowReplayResult, WorkflowReplayResults
 from sdk._worker_interceptor import (
     ActivityInboundInterceptor,
     ActivityOutboundInterceptor,
@@ -49,5 +49,7 @@ __all__ = [
     "WorkflowInboundInterceptor",
     "WorkflowInterceptorClassInput",
     "WorkflowOutboundInterceptor",
+    "WorkflowReplayResult",
+    "WorkflowReplayResults",
     "WorkflowRunner",
 ]
