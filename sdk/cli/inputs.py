@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -100,3 +102,19 @@ def key_values(values: Sequence[str], flag: str) -> dict[str, Any]:
 def upper_snake(name: str) -> str:
     """A Temporal CLI spelling as the SDK's enum member name: ``BufferOne`` -> ``BUFFER_ONE``."""
     return "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name)).upper()
+
+
+def execution_options(command: F) -> F:
+    """``-w/--workflow-id`` (required) and ``-r/--run-id`` (the latest run without it)."""
+    command = click.option("-r", "--run-id", help="Run id (default: the latest run).")(command)
+    return click.option("-w", "--workflow-id", required=True, help="Workflow id.")(command)
+
+
+def input_options(command: F) -> F:
+    """``-i/--input`` (one JSON argument each) and ``--input-file``."""
+    command = click.option(
+        "--input-file", type=click.Path(dir_okay=False, allow_dash=True), help="File holding one JSON input."
+    )(command)
+    return click.option(
+        "-i", "--input", "inputs", multiple=True, metavar="JSON", help="A JSON argument (repeat for more)."
+    )(command)

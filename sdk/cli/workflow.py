@@ -15,8 +15,9 @@ import click
 
 from sdk.cli.connection import common_options, options, run
 from sdk.cli.history import EVENT_HEADER, decode_payloads, event_line, event_row, history_events
-from sdk.cli.inputs import DURATION, json_inputs, key_values, upper_snake
+from sdk.cli.inputs import DURATION, execution_options, input_options, json_inputs, key_values, upper_snake
 from sdk.cli.output import Column, emit, format_line, format_record, format_rows, note
+from sdk.cli.workflow_update import update
 
 if TYPE_CHECKING:
     from sdk.client import Client, WorkflowHandle
@@ -42,19 +43,9 @@ def workflow() -> None:
     """Start, signal, query, inspect and end workflows."""
 
 
-def _execution(command: F) -> F:
-    """``-w/--workflow-id`` (required) and ``-r/--run-id`` (the latest run without it)."""
-    command = click.option("-r", "--run-id", help="Run id (default: the latest run).")(command)
-    return click.option("-w", "--workflow-id", required=True, help="Workflow id.")(command)
-
-
-def _inputs(command: F) -> F:
-    command = click.option(
-        "--input-file", type=click.Path(dir_okay=False, allow_dash=True), help="File holding one JSON input."
-    )(command)
-    return click.option(
-        "-i", "--input", "inputs", multiple=True, metavar="JSON", help="A JSON argument (repeat for more)."
-    )(command)
+# The flags every command on one execution takes, shared with ``workflow update``.
+_execution = execution_options
+_inputs = input_options
 
 
 def _handle(client: Client, workflow_id: str, run_id: str | None) -> WorkflowHandle:
@@ -372,5 +363,7 @@ def reset(
 
     _show(ctx, run(ctx, call))
 
+
+workflow.add_command(update)
 
 COMMANDS = (workflow,)
