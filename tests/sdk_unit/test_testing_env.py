@@ -16,7 +16,12 @@ from sdk import activity
 from sdk.client import Client
 from sdk.exceptions import CancelledError
 from sdk.testing import ActivityEnvironment, WorkflowEnvironment
-from sdk.testing._workflow import find_server_checkout
+from sdk.testing._workflow import (
+    LocalServer,
+    _LocalEnvironment,
+    _TimeSkippingEnvironment,
+    find_server_checkout,
+)
 
 
 @activity.defn
@@ -197,9 +202,30 @@ def test_worker_shutdown_and_assertions_pass_through() -> None:
         env.run(fails)
 
 
-def test_time_skipping_is_refused_with_the_reason() -> None:
-    with pytest.raises(NotImplementedError, match="server clock"):
-        asyncio.run(WorkflowEnvironment.start_time_skipping())
+def test_only_a_time_skipping_environment_skips_and_it_checks_its_arguments(tmp_path: Path) -> None:
+    """The server-free half of ``start_time_skipping``: the e2e tier runs the real stack."""
+
+    async def scenario() -> None:
+        client = await Client.connect("http://127.0.0.1:9", namespace="default", api_key="k")
+        server = LocalServer(tmp_path, 9, [])
+        assert not _LocalEnvironment(client, server).supports_time_skipping
+        skipping = _TimeSkippingEnvironment(client, server)
+        assert skipping.supports_time_skipping
+        with pytest.raises(RuntimeError, match="not running"), skipping.auto_time_skipping_disabled():
+            pass
+        await skipping.shutdown()
+        assert not server.state_dir.exists()
+
+    asyncio.run(scenario())
+    with pytest.raises(TypeError, match="no_such_option"):
+        asyncio.run(WorkflowEnvironment.start_time_skipping(no_such_option=True))
+    # Temporal's download options are accepted; the checkout option is start_local's.
+    with pytest.raises(RuntimeError, match="no Chronicle server checkout found"):
+        asyncio.run(
+            WorkflowEnvironment.start_time_skipping(
+                test_server_existing_path=tmp_path, test_server_download_version="1.0"
+            )
+        )
 
 
 def test_from_client_wraps_a_client_and_closes_it() -> None:
