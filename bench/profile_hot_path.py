@@ -49,6 +49,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.db.backends import utils as db_utils  # noqa: E402
 from django.db.backends.base.base import BaseDatabaseWrapper  # noqa: E402
+from proc_cpu import backend_pids, cpu_by_pid, cpu_used  # noqa: E402
 
 from chronicle.db import listen_conninfo  # noqa: E402
 from history.kernel.wakeups import task_wakeup_key  # noqa: E402
@@ -208,6 +209,8 @@ async def run(namespace: Namespace, key: str, workflows: int, profile: bool) -> 
         await one_workflow(client, base, queue, Tally())
     tally = Tally()
     profiler = cProfile.Profile() if profile else None
+    backends = backend_pids(os.environ["DATABASE_URL"])  # this run's: the pool's and the listener's
+    postgres_before = cpu_by_pid(backends)
     if profiler:
         profiler.enable()
     for i in range(workflows):
@@ -217,6 +220,8 @@ async def run(namespace: Namespace, key: str, workflows: int, profile: bool) -> 
     if profiler:
         profiler.disable()
     _report(tally, workflows)
+    postgres = cpu_used(postgres_before, cpu_by_pid(backends)) * 1000 / workflows
+    print(f"PostgreSQL: {postgres:.1f} ms CPU per workflow in this run's {len(backends)} server processes")
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
 

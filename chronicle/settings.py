@@ -94,13 +94,14 @@ def _database_url() -> str:
 
 
 DATABASES = {"default": env.db_url_config(_database_url())}
-DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+DATABASES["default"]["ENGINE"] = "chronicle.postgresql"  # Django's, with a cheaper pool check
 # Under ASGI each sync request runs on its own thread, so per-thread persistent
 # connections would pile up; a per-process psycopg pool bounds and reuses them instead.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
-# The pool checks each connection as it hands it out (one empty query), so a connection
-# the server dropped (a restart, a failover, an idle-session kill) is replaced instead of
-# failing the request that got it.
+# The pool checks each connection as it hands it out, so a connection the server dropped
+# (a restart, a failover, an idle-session kill) is replaced instead of failing the request
+# that got it. The check looks at the socket and queries only when something arrived on it
+# (Chronicle's backend, chronicle.postgresql: Django's own check queries every time).
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CHRONICLE_DB_HEALTH_CHECKS", default=True)
 DATABASES["default"].setdefault("OPTIONS", {})
 if env.bool("CHRONICLE_DB_POOL", default=True):
@@ -109,6 +110,13 @@ if env.bool("CHRONICLE_DB_POOL", default=True):
         "max_size": env.int("CHRONICLE_DB_POOL_MAX", default=20),
         "timeout": env.float("CHRONICLE_DB_POOL_TIMEOUT", default=30.0),
     }
+# The kernel's fixed statements (history.kernel.store) are prepared: parsed and planned
+# once per connection instead of on every call, which was most of PostgreSQL's CPU per
+# workflow. Django turns preparing off unless given a threshold; this one prepares only
+# the statements that ask (others would need a million runs first). Turn it off behind a
+# pooler in transaction mode, which cannot keep a connection's prepared statements.
+if env.bool("CHRONICLE_DB_PREPARED_STATEMENTS", default=True):
+    DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", 1_000_000)
 # Every Chronicle connection names itself, so operators find them in pg_stat_activity;
 # CHRONICLE_DB_APPLICATION_NAME tells one deployment's (or one process group's) apart.
 DATABASES["default"]["OPTIONS"].setdefault(

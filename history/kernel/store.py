@@ -211,9 +211,13 @@ def bound_cursor() -> Any:
     """
     connection.ensure_connection()
     connection.validate_thread_sharing()
-    cursor: Any = _PreparingCursor(connection.connection)  # (the stubs expect a wrapper here)
+    cursor: Any  # (the stubs expect a wrapper here)
     if connection.queries_logged:
+        # Django's query log (DEBUG, a test capturing queries) reads a statement's text,
+        # which psycopg keeps only for a statement it sends whole: logged ones go unprepared.
+        cursor = _LoggedCursor(connection.connection)
         return connection.make_debug_cursor(cursor)
+    cursor = _PreparingCursor(connection.connection)
     return connection.make_cursor(cursor)
 
 
@@ -222,10 +226,21 @@ class _PreparingCursor(psycopg.Cursor[Any]):
     logs and counts them, passes no ``prepare``); each stays in the connection's cache of
     prepared statements, up to psycopg's limit of a hundred."""
 
+    _prepare = True
+
     def execute(
         self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
     ) -> Any:
-        return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+        return super().execute(
+            query, params, prepare=self._prepare if prepare is None else prepare, binary=binary
+        )
+
+
+class _LoggedCursor(_PreparingCursor):
+    """A cursor whose statements go whole, never prepared, so Django's query log has their
+    text: even one an unlogged run on the same connection prepared earlier."""
+
+    _prepare = False
 
 
 def _final_reads(write: Write, names: list[str]) -> str:
