@@ -65,7 +65,8 @@ def log(message: str) -> None:
 
 @contextmanager
 def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
-    """A fresh database on the server for one system, dropped afterwards."""
+    """A fresh database on the server for one system, dropped afterwards (kept, and named,
+    with ``BENCH_KEEP_DATABASES=1``, to read the histories a run left)."""
     name = f"{prefix}_{secrets.token_hex(4)}"
     admin = with_db(server_url, "postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
@@ -73,8 +74,11 @@ def scratch_database(server_url: str, prefix: str) -> Iterator[str]:
     try:
         yield with_db(server_url, name)
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if os.environ.get("BENCH_KEEP_DATABASES") == "1":
+            log(f"kept the scratch database {name}")
+        else:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # --------------------------------------------------------------------------- Chronicle
@@ -110,7 +114,7 @@ def start_py_spy(pid: int | None, out: Path) -> subprocess.Popen[bytes] | None:
     if pid is None or not Path(exe).exists():
         log("py-spy not installed (requirements-bench.txt); no frontend profile")
         return None
-    cmd = [exe, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", "200"]
+    cmd = [exe, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", "200", "--gil"]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

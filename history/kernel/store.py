@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psycopg
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
 from history.models import WorkflowExecution
 
@@ -77,12 +77,13 @@ def rows_query(fields: list[Any], objects: Sequence[Any]) -> tuple[str, list[Any
     rows, so it is parsed and planned once, and psycopg and PostgreSQL handle a dozen
     arrays far faster than thousands of separate parameters.
     """
+    db = _db()
     if len(objects) <= FEW_ROWS:
-        row_sql = "(" + ", ".join(typed_param(f) for f in fields) + ")"
-        params = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objects for f in fields]
+        row_sql = _values_row(tuple(fields))
+        params = [f.get_db_prep_save(getattr(obj, f.attname), db) for obj in objects for f in fields]
         return "VALUES " + ", ".join([row_sql] * len(objects)), params
     names = ", ".join(_quote(f.column) for f in fields)
-    arrays = [[f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objects] for f in fields]
+    arrays = [[f.get_db_prep_save(getattr(obj, f.attname), db) for obj in objects] for f in fields]
     unnest = ", ".join(f"{typed_param(f)}[]" for f in fields)
     return (
         f"SELECT {names} FROM unnest({unnest}) WITH ORDINALITY AS u({names}, row_number) ORDER BY row_number",
@@ -90,8 +91,22 @@ def rows_query(fields: list[Any], objects: Sequence[Any]) -> tuple[str, list[Any
     )
 
 
+@functools.cache
 def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
+
+
+def _db() -> Any:
+    """This thread's connection itself, looked up once per write: each attribute read
+    through Django's ``connection`` proxy looks it up again, and preparing a write's values
+    passes it to every field of every row."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+@functools.cache
+def _values_row(fields: tuple[models.Field[Any, Any], ...]) -> str:
+    """One typed ``VALUES`` row for ``fields``."""
+    return "(" + ", ".join(typed_param(f) for f in fields) + ")"
 
 
 def insert_rows(write: Write, rows: Sequence[models.Model]) -> None:
@@ -144,7 +159,8 @@ def update_changed_columns(write: Write, ex: WorkflowExecution) -> None:
     pk = WorkflowExecution._meta.pk
     assert pk is not None
     assignments = ", ".join(f"{_quote(f.column)} = {typed_param(f)}" for f in changed)
-    params = [f.get_db_prep_save(getattr(ex, f.attname), connection) for f in changed]
+    db = _db()
+    params = [f.get_db_prep_save(getattr(ex, f.attname), db) for f in changed]
     table = _quote(WorkflowExecution._meta.db_table)
     write.add(f"UPDATE {table} SET {assignments} WHERE {_quote(pk.column)} = %s", [*params, ex.pk])
 
@@ -209,16 +225,14 @@ def bound_cursor() -> Any:
     depends on its parts and columns, and on its number of rows only up to ``FEW_ROWS``,
     so the shapes are few.
     """
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    cursor: Any  # (the stubs expect a wrapper here)
-    if connection.queries_logged:
+    db = _db()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    if db.queries_logged:
         # Django's query log (DEBUG, a test capturing queries) reads a statement's text,
         # which psycopg keeps only for a statement it sends whole: logged ones go unprepared.
-        cursor = _LoggedCursor(connection.connection)
-        return connection.make_debug_cursor(cursor)
-    cursor = _PreparingCursor(connection.connection)
-    return connection.make_cursor(cursor)
+        return db.make_debug_cursor(_LoggedCursor(db.connection))
+    return db.make_cursor(_PreparingCursor(db.connection))
 
 
 class _PreparingCursor(psycopg.Cursor[Any]):
@@ -266,7 +280,7 @@ def _assign_ids(batches: list[Sequence[models.Model]], rows: list[tuple[int, int
 def _mark_saved(objects: Sequence[models.Model]) -> None:
     for obj in objects:
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = DEFAULT_DB_ALIAS
 
 
 def remember_saved_columns(ex: WorkflowExecution) -> None:
@@ -311,6 +325,8 @@ def load(model: type[M], row: Sequence[Any]) -> tuple[M, Sequence[Any]]:
     on every call."""
     names, converters = _loading(model)
     values = list(row[: len(names)])
-    for i, converted in converters:
-        values[i] = converted.from_db_value(values[i], None, connection)
-    return model.from_db(connection.alias, names, values), row[len(names) :]
+    if converters:
+        db = _db()
+        for i, converted in converters:
+            values[i] = converted.from_db_value(values[i], None, db)
+    return model.from_db(DEFAULT_DB_ALIAS, names, values), row[len(names) :]
