@@ -208,13 +208,25 @@ def send(write: Write) -> None:
         members = ", ".join(f"{name} AS ({part})" for name, part in zip(names, write.parts, strict=True))
         reads = _final_reads(write, names)
         sql = f"WITH {members} {reads}"
-    with bound_cursor() as cursor:
-        cursor.execute(sql, write.params)
+    with bound_cursor(numbered=True) as cursor:
+        cursor.execute(_numbered(sql), write.params)
         if write.returning:
             _assign_ids([rows for _, rows in write.returning], cursor.fetchall())
 
 
-def bound_cursor() -> Any:
+@functools.lru_cache(maxsize=1024)
+def _numbered(sql: str) -> str:
+    """``sql`` with its ``%s`` placeholders numbered as PostgreSQL writes them (``$1``...).
+
+    psycopg finds a statement's placeholders by scanning its text, and remembers the scan
+    only for short statements of few parameters; a write is neither, so it was scanned on
+    every call. Numbered once here (the shapes are few), the text goes as it is.
+    """
+    pieces = sql.split("%s")
+    return "".join(f"{piece}${i}" for i, piece in enumerate(pieces[:-1], start=1)) + pieces[-1]
+
+
+def bound_cursor(*, numbered: bool = False) -> Any:
     """A cursor of Django's current connection (its transaction, its query logging) that
     sends parameters apart from the statement, as PostgreSQL's extended protocol does.
 
@@ -231,8 +243,9 @@ def bound_cursor() -> Any:
     if db.queries_logged:
         # Django's query log (DEBUG, a test capturing queries) reads a statement's text,
         # which psycopg keeps only for a statement it sends whole: logged ones go unprepared.
-        return db.make_debug_cursor(_LoggedCursor(db.connection))
-    return db.make_cursor(_PreparingCursor(db.connection))
+        logged = _LoggedNumberedCursor if numbered else _LoggedCursor
+        return db.make_debug_cursor(logged(db.connection))
+    return db.make_cursor((_PreparingNumberedCursor if numbered else _PreparingCursor)(db.connection))
 
 
 class _PreparingCursor(psycopg.Cursor[Any]):
@@ -255,6 +268,14 @@ class _LoggedCursor(_PreparingCursor):
     text: even one an unlogged run on the same connection prepared earlier."""
 
     _prepare = False
+
+
+class _PreparingNumberedCursor(psycopg.RawCursor[Any], _PreparingCursor):
+    """A preparing cursor for statements whose placeholders are already numbered (``$1``)."""
+
+
+class _LoggedNumberedCursor(psycopg.RawCursor[Any], _LoggedCursor):
+    """A logged cursor for statements whose placeholders are already numbered (``$1``)."""
 
 
 def _final_reads(write: Write, names: list[str]) -> str:
