@@ -28,6 +28,13 @@ from chronicle.openapi import endpoint
 from chronicle.waiting_views import waiting_view
 from executions import schemas, search_attributes, selectors, visibility
 from history import kernel
+from history.kernel.reset.reapply import (
+    EXCLUDE_TYPE_PREFIX,
+    EXCLUDE_TYPES,
+    REAPPLY_TYPE_PREFIX,
+    REAPPLY_TYPES,
+    reapply_choice,
+)
 from history.models import QueryState, WorkflowQuery
 from matching.longpoll import hub
 from namespaces.auth import access_namespace
@@ -288,6 +295,8 @@ class QueryApi(NamespaceApi):
 
 
 RESET_TYPES = ["FirstWorkflowTask", "LastWorkflowTask"]
+REAPPLY_TYPE_NAMES = [p + n for n in REAPPLY_TYPES for p in (REAPPLY_TYPE_PREFIX, "")]
+EXCLUDE_TYPE_NAMES = [p + n for n in EXCLUDE_TYPES for p in (EXCLUDE_TYPE_PREFIX, "")]
 
 
 class _ResetPointSerializer(serializers.Serializer[Any]):
@@ -301,12 +310,40 @@ class _ResetPointSerializer(serializers.Serializer[Any]):
         "workflow_task_finish_event_id",
     )
     reset_type = serializers.ChoiceField(RESET_TYPES, required=False, default="", allow_blank=True)
-    reapply_signals = serializers.BooleanField(required=False, default=True)
+    reapply_signals = serializers.BooleanField(
+        required=False, default=True, help_text="false: as excluding RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL"
+    )
+    reset_reapply_type = serializers.ChoiceField(
+        REAPPLY_TYPE_NAMES,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="Temporal's deprecated include list: ALL_ELIGIBLE (the default: signals and updates), "
+        "SIGNAL (signals only) or NONE; the prefix may be left out",
+    )
+    reset_reapply_exclude_types = serializers.ListField(
+        child=serializers.ChoiceField(EXCLUDE_TYPE_NAMES),
+        required=False,
+        default=list,
+        help_text="what not to send to the new run again: SIGNAL (signals received after the point), "
+        "UPDATE (updates accepted after the point); NEXUS and CANCEL_REQUEST are accepted and change "
+        "nothing. Adds to what reset_reapply_type leaves out",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if (attrs["event_id"] is None) == (not attrs["reset_type"]):
             raise serializers.ValidationError("give exactly one of event_id and reset_type")
         return attrs
+
+    def reapply(self) -> dict[str, bool]:
+        """The kernel's ``reapply_signals`` and ``reapply_updates`` for this request."""
+        data = self.validated_data
+        choice = reapply_choice(
+            data["reset_reapply_type"],
+            data["reset_reapply_exclude_types"],
+            reapply_signals=data["reapply_signals"],
+        )
+        return {"reapply_signals": choice.signals, "reapply_updates": choice.updates}
 
     def point(self) -> kernel.ResetPoint:
         data = self.validated_data
@@ -340,7 +377,7 @@ class ResetApi(NamespaceApi):
             run_id=run_id or v["run_id"] or None,
             point=data.point(),
             reason=v["reason"],
-            reapply_signals=v["reapply_signals"],
+            **data.reapply(),
             request_id=v["request_id"],
             identity=v["identity"],
         )
@@ -367,7 +404,7 @@ class ResetPreviewApi(NamespaceApi):
             workflow_id=workflow_id,
             run_id=run_id,
             point=params.point(),
-            reapply_signals=params.validated_data["reapply_signals"],
+            **params.reapply(),
         )
         return Response(preview)
 

@@ -163,6 +163,12 @@ class _SignalSerializer(serializers.Serializer[Any]):
     signal_name = serializers.CharField()
 
 
+class _UpdateSerializer(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField()
+    update_id = serializers.CharField()
+    name = serializers.CharField()
+
+
 class _SideEffectSerializer(serializers.Serializer[Any]):
     run_id = serializers.UUIDField()
     event_id = serializers.IntegerField()
@@ -216,6 +222,13 @@ class ResetPreviewSerializer(serializers.Serializer[Any]):
     signals_to_reapply = _SignalSerializer(many=True)
     signals_not_reapplied = _SignalSerializer(
         many=True, help_text="signals after the point left out because reapply_signals is false"
+    )
+    reapply_updates = serializers.BooleanField()
+    updates_to_reapply = _UpdateSerializer(
+        many=True, help_text="updates accepted after the point: asked again, with the same update id"
+    )
+    updates_not_reapplied = _UpdateSerializer(
+        many=True, help_text="updates accepted after the point left out because UPDATE is excluded"
     )
     activities_rescheduled = _ResetActivitySerializer(
         many=True, help_text="pending at the point: scheduled again from now"

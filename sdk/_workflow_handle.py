@@ -266,19 +266,22 @@ class WorkflowHandle:
         reset_type: str | None = None,
         reason: str,
         reapply_signals: bool = True,
+        reapply_updates: bool = True,
     ) -> str:
         """Reset to a workflow task and return the new run's id.
 
         Give ``event_id`` (a ``WorkflowTaskCompleted`` event of this run) or ``reset_type``
         ``"FirstWorkflowTask"`` / ``"LastWorkflowTask"``. The open run, if any, is
-        terminated with ``reason``; signals that came after the point are sent again
-        unless ``reapply_signals`` is false. Safe to retry: one request id per call.
+        terminated with ``reason``; signals and updates that came after the point are sent
+        again unless ``reapply_signals`` or ``reapply_updates`` is false. Safe to retry: one
+        request id per call.
         """
         if (event_id is None) == (reset_type is None):
             raise ValueError("give exactly one of event_id and reset_type")
         body: dict[str, Any] = {
             "reason": reason,
             "reapply_signals": reapply_signals,
+            "reset_reapply_exclude_types": [] if reapply_updates else ["RESET_REAPPLY_EXCLUDE_TYPE_UPDATE"],
             "request_id": str(uuid.uuid4()),
             "identity": self.client.identity,
         }

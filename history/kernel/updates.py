@@ -325,8 +325,9 @@ def complete_updates_txn(mutation: ExecutionMutation, messages: list[dict[str, A
 
 
 def _adopt_accepted(mutation: ExecutionMutation, update_id: str) -> WorkflowUpdate | None:
-    """An update this run's history accepted but that has no row here: a reset copied its
-    accepted event into a new run. Its row is made from the event, so its response completes it."""
+    """An update this run's history accepted but that has no row here: a run reset before
+    resets carried update rows over (``reset.reapply``) holds the copied accepted event alone.
+    Its row is made from the event, so its response completes it."""
     ex = mutation.execution
     event = HistoryEvent.objects.filter(
         run=ex,

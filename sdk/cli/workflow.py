@@ -335,10 +335,17 @@ def terminate(ctx: click.Context, workflow_id: str, run_id: str | None, reason: 
 @click.option("--reason", required=True, help="Why (recorded on both runs).")
 @click.option(
     "--reapply-type",
-    type=click.Choice(["Signal", "None"]),
-    default="Signal",
+    type=click.Choice(["All", "Signal", "None"]),
+    default="All",
     show_default=True,
-    help="Send again the signals that came after the reset point.",
+    help="Deprecated: what to send again that came after the point (All: signals and updates). "
+    "Use --reapply-exclude.",
+)
+@click.option(
+    "--reapply-exclude",
+    type=click.Choice(["All", "Signal", "Update"]),
+    multiple=True,
+    help="Do not send again the signals or updates that came after the point (repeatable).",
 )
 @common_options
 @click.pass_context
@@ -350,18 +357,35 @@ def reset(
     reset_type: str | None,
     reason: str,
     reapply_type: str,
+    reapply_exclude: tuple[str, ...],
 ) -> None:
     """Start a new run from a workflow task of this one; the open run is terminated."""
     if (event_id is None) == (reset_type is None):
         raise click.UsageError("give exactly one of --event-id and --type")
+    excluded = _reapply_excluded(reapply_type, reapply_exclude)
 
     async def call(client: Client) -> dict[str, Any]:
         new_run = await _handle(client, workflow_id, run_id).reset(
-            event_id, reset_type=reset_type, reason=reason, reapply_signals=reapply_type == "Signal"
+            event_id,
+            reset_type=reset_type,
+            reason=reason,
+            reapply_signals="Signal" not in excluded,
+            reapply_updates="Update" not in excluded,
         )
         return {"workflow_id": workflow_id, "run_id": new_run, "reset_from": run_id}
 
     _show(ctx, run(ctx, call))
+
+
+def _reapply_excluded(reapply_type: str, reapply_exclude: tuple[str, ...]) -> set[str]:
+    """What the reset leaves out, read as Temporal's CLI reads the two flags (one or the other)."""
+    if reapply_type != "All" and reapply_exclude:
+        raise click.UsageError("--reapply-type cannot be used with --reapply-exclude. Use --reapply-exclude")
+    everything = {"Signal", "Update"}
+    excluded = {"All": set(), "Signal": {"Update"}, "None": everything}[reapply_type]
+    for kind in reapply_exclude:
+        excluded |= everything if kind == "All" else {kind}
+    return excluded
 
 
 workflow.add_command(update)

@@ -5,8 +5,9 @@ newcomer can follow: the :mod:`~history.kernel.reset.fold` rebuilds a run's stat
 a prefix of its history; :mod:`~history.kernel.reset.points` says where a run may be
 reset to (and what the UI shows about each point); the
 :mod:`~history.kernel.reset.plan` says what a reset keeps, drops and re-applies,
-without writing; :mod:`~history.kernel.reset.apply` writes the new run and
-terminates the current one, if open, with the reason.
+without writing; :mod:`~history.kernel.reset.reapply` reads what to send again (signals,
+updates) and carries update state over; :mod:`~history.kernel.reset.apply` writes the new
+run and terminates the current one, if open, with the reason.
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ from history.kernel.reset.points import (
     reset_points,
     resolve_reset_point,
 )
+from history.kernel.reset.reapply import EXCLUDE_TYPES, REAPPLY_TYPES, ReapplyChoice, reapply_choice
 
 __all__ = [
+    "EXCLUDE_TYPES",
+    "REAPPLY_TYPES",
     "RESET_CAUSE",
     "BuildIdPoint",
     "QuickPick",
+    "ReapplyChoice",
     "ReplayedState",
     "ResetPlan",
     "ResetPoint",
@@ -38,6 +43,7 @@ __all__ = [
     "first_failure_event_id",
     "plan_reset",
     "preview_reset",
+    "reapply_choice",
     "replay_state",
     "reset_points",
     "reset_workflow_execution",

@@ -2,9 +2,10 @@
 
 The new run gets events ``1 .. point-1`` of the base run, a synthetic
 ``WorkflowTaskStarted`` if the task at that point never started, a ``WorkflowTaskFailed``
-with cause ``RESET_WORKFLOW`` naming the reason and both runs, the signals recorded after
-the point (unless asked otherwise) and a new workflow task; its pending work is
-restored from the fold. All in one durable transaction.
+with cause ``RESET_WORKFLOW`` naming the reason and both runs, the signals and updates
+recorded after the point (unless asked otherwise, :mod:`~history.kernel.reset.reapply`) and
+a new workflow task; its pending work is restored from the fold. All in one durable
+transaction.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from history.kernel.client_operations import terminate_txn
 from history.kernel.reset.fold import ReplayedState
 from history.kernel.reset.plan import ResetPlan, base_and_current, plan_reset
 from history.kernel.reset.points import RESET_CAUSE, ResetPoint
+from history.kernel.reset.reapply import reapply_updates_txn, restore_updates_txn
 from history.kernel.start import arm_workflow_timeouts
 from history.kernel.transfers import child_close_event
 from history.kernel.versioning import current_build_id
@@ -50,11 +52,14 @@ def reset_workflow_execution(
     point: ResetPoint,
     reason: str,
     reapply_signals: bool = True,
+    reapply_updates: bool = True,
     request_id: str = "",
     identity: str = "",
 ) -> str:
     """Reset the run (the current one unless ``run_id``) to ``point``; return the new run's id.
 
+    Signals and updates recorded after the point go to the new run again unless
+    ``reapply_signals`` or ``reapply_updates`` is false (see :func:`reapply_choice`).
     A retried request with the same ``request_id`` returns the run the first one made.
     """
     if not reason.strip():
@@ -64,7 +69,9 @@ def reset_workflow_execution(
             base, current = base_and_current(namespace, workflow_id, run_id, lock=True)
             if request_id and current.create_request_id == request_id:
                 return str(current.run_id)
-            plan = plan_reset(base, current, point, reapply_signals=reapply_signals)
+            plan = plan_reset(
+                base, current, point, reapply_signals=reapply_signals, reapply_updates=reapply_updates
+            )
             new_run_id = _reset_txn(namespace, plan, reason=reason, request_id=request_id, identity=identity)
             crash_point("before_commit")
     except IntegrityError:
@@ -95,6 +102,7 @@ def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id
     _restore_pending(mutation, plan.state)
     _restore_children(mutation, plan.state)
     _reapply_signals(mutation, plan, identity)
+    reapply_updates_txn(mutation, plan, restore_updates_txn(mutation, plan))
     _report_children_closed_meanwhile(mutation)
     mutation.schedule_workflow_task()
     arm_workflow_timeouts(mutation)
@@ -124,6 +132,7 @@ _NOT_COPIED = {
     "reset_event_id",
     "reset_run_id",
     "assigned_build_id",
+    "updates_in_flight",
 }
 
 

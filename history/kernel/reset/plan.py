@@ -1,6 +1,7 @@
 """The plan: what resetting a run to a point keeps, drops and re-applies, without writing.
 
-:func:`plan_reset` folds the history up to the point and gathers the signals after it;
+:func:`plan_reset` folds the history up to the point and gathers the signals and updates
+after it;
 the plan's :meth:`ResetPlan.preview` is what the UI shows before a reset, including
 the side effects already done after the point that the new run may do again.
 """
@@ -8,7 +9,7 @@ the side effects already done after the point that the new run may do again.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
@@ -29,6 +30,10 @@ from history.models import (
 from history.vocabulary import EventType
 from namespaces.models import Namespace
 
+# Temporal's WorkflowExecutionUpdateAdmitted: written only when a reset reapplies an update.
+UPDATE_ADMITTED = "WorkflowExecutionUpdateAdmitted"
+UPDATE_REQUEST_EVENTS = (UPDATE_ADMITTED, EventType.WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+
 SIDE_EFFECT_EVENTS = {
     EventType.ACTIVITY_TASK_COMPLETED: "activities_completed_after_point",
     EventType.CHILD_WORKFLOW_EXECUTION_STARTED: "children_started_after_point",
@@ -47,11 +52,19 @@ class ResetPlan:
     state: ReplayedState
     signals_after: list[tuple[uuid.UUID, dict[str, Any]]]  # (recorded on run, signal attributes)
     reapply_signals: bool = True
+    # (recorded on run, update request {update_id, name, args, header, identity})
+    updates_after: list[tuple[uuid.UUID, dict[str, Any]]] = field(default_factory=list)
+    reapply_updates: bool = True
 
     @property
     def signals(self) -> list[tuple[uuid.UUID, dict[str, Any]]]:
         """The signals the new run gets again: all those after the point, or none."""
         return self.signals_after if self.reapply_signals else []
+
+    @property
+    def updates(self) -> list[tuple[uuid.UUID, dict[str, Any]]]:
+        """The updates the new run is asked again: all those accepted after the point, or none."""
+        return self.updates_after if self.reapply_updates else []
 
     def preview(self) -> dict[str, Any]:
         dropped = dict(
@@ -74,6 +87,13 @@ class ResetPlan:
             "signals_to_reapply": [_signal_summary(run, attrs) for run, attrs in self.signals],
             "signals_not_reapplied": [
                 _signal_summary(run, attrs) for run, attrs in self.signals_after if not self.reapply_signals
+            ],
+            "reapply_updates": self.reapply_updates,
+            "updates_to_reapply": [_update_summary(run, request) for run, request in self.updates],
+            "updates_not_reapplied": [
+                _update_summary(run, request)
+                for run, request in self.updates_after
+                if not self.reapply_updates
             ],
             "activities_rescheduled": [
                 _activity_summary(scheduled, attrs)
@@ -164,6 +184,10 @@ def _signal_summary(run: uuid.UUID, attrs: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": str(run), "signal_name": attrs.get("signal_name", "")}
 
 
+def _update_summary(run: uuid.UUID, request: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": str(run), "update_id": request["update_id"], "name": request["name"]}
+
+
 def _activity_summary(scheduled_event_id: int, attrs: dict[str, Any]) -> dict[str, Any]:
     return {
         "scheduled_event_id": scheduled_event_id,
@@ -225,15 +249,61 @@ def _signals_after(
     return signals
 
 
+def update_request(kind: str, attrs: dict[str, Any]) -> dict[str, Any] | None:
+    """The request an ``Admitted`` or ``Accepted`` event records, or None if it records none
+    (an ``Accepted`` event after an ``Admitted`` one may leave it out, as Temporal's does)."""
+    recorded = attrs.get("request" if kind == UPDATE_ADMITTED else "accepted_request")
+    if not isinstance(recorded, dict):
+        return None
+    meta, given = recorded.get("meta") or {}, recorded.get("input") or {}
+    update_id = str(meta.get("update_id") or attrs.get("protocol_instance_id") or "")
+    if not update_id:
+        return None
+    return {
+        "update_id": update_id,
+        "name": str(given.get("name") or ""),
+        "args": given.get("args") or [],
+        "header": given.get("header") or {},
+        "identity": str(meta.get("identity") or ""),
+    }
+
+
+def _updates_after(
+    base: WorkflowExecution, current: WorkflowExecution, event_id: int
+) -> list[tuple[uuid.UUID, dict[str, Any]]]:
+    """Updates accepted (or admitted by an earlier reset) after the point in the base run and its
+    successors, in order, each update id once. Temporal reapplies these and no others: an update
+    only admitted has no event, and its caller is told the run closed."""
+    found: dict[str, tuple[uuid.UUID, dict[str, Any]]] = {}
+    for run in _chain_from(base, current):
+        after = event_id if run.run_id == base.run_id else 0
+        recorded = HistoryEvent.objects.filter(
+            run=run, event_type__in=UPDATE_REQUEST_EVENTS, event_id__gte=after
+        ).order_by("event_id")
+        for event in recorded:
+            request = update_request(event.event_type, event.attributes)
+            if request is not None:
+                found.setdefault(request["update_id"], (run.run_id, request))
+    return list(found.values())
+
+
 def plan_reset(
-    base: WorkflowExecution, current: WorkflowExecution, point: ResetPoint, *, reapply_signals: bool
+    base: WorkflowExecution,
+    current: WorkflowExecution,
+    point: ResetPoint,
+    *,
+    reapply_signals: bool,
+    reapply_updates: bool = True,
 ) -> ResetPlan:
     event_id = resolve_reset_point(base, point)
     state, events_kept = replay_state(base, event_id)
     if not state.wft_scheduled_event_id:
         raise invalid(f"no workflow task is pending just before event {event_id}", event_id=event_id)
     signals = _signals_after(base, current, event_id)
-    return ResetPlan(base, current, event_id, events_kept, state, signals, reapply_signals)
+    updates = _updates_after(base, current, event_id)
+    return ResetPlan(
+        base, current, event_id, events_kept, state, signals, reapply_signals, updates, reapply_updates
+    )
 
 
 def base_and_current(
@@ -269,7 +339,9 @@ def preview_reset(
     run_id: str | None,
     point: ResetPoint,
     reapply_signals: bool = True,
+    reapply_updates: bool = True,
 ) -> dict[str, Any]:
     """What :func:`reset_workflow_execution` would do, without writing anything."""
     base, current = base_and_current(namespace, workflow_id, run_id, lock=False)
-    return plan_reset(base, current, point, reapply_signals=reapply_signals).preview()
+    plan = plan_reset(base, current, point, reapply_signals=reapply_signals, reapply_updates=reapply_updates)
+    return plan.preview()
