@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
+from history import faults
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.locks import lock_execution
 from history.kernel.payloads import check_payload
@@ -83,13 +84,15 @@ def signal_workflow_execution(
     if not signal_name or len(signal_name) > 1000:
         raise invalid("signal_name must be 1 to 1000 characters")
     check_payload(namespace, input, "signal input")
-    with transaction.atomic(durable=True):
+    # faults: both calls are no-ops unless the fault harness plants its bug (history.faults).
+    with faults.answered_regardless(), transaction.atomic(durable=True):
         execution = lock_execution(namespace, workflow_id, run_id)
         if not execution.is_running:
             raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
         mutation = ExecutionMutation(execution, namespace)
         apply_signal(mutation, signal_name, input, request_id, identity=identity, external=external)
         mutation.save()
+        faults.planted_rollback()
 
 
 def request_cancel_workflow_execution(
