@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 # The tiers without server processes or a browser, in about half the time of the whole run.
 FAST_TIERS := tests/unit tests/sdk_unit tests/integration
 
-.PHONY: venv run test test-fast lint bench screenshots
+.PHONY: venv run test test-fast lint bench screenshots cluster cluster-down cluster-status
 
 venv: $(DEV_STAMP)
 
@@ -59,3 +59,14 @@ bench: $(DEV_STAMP)
 # Rewrites docs/screenshots/*.png from a real stack (not part of `test`: the images are committed).
 screenshots: $(DEV_STAMP)
 	$(PY) -m pytest -q tests/browser/screenshots.py
+
+# Several hosts on this machine (network namespaces, as root): PostgreSQL with automatic
+# failover, two frontends behind HAProxy, two shard owners, a worker. See platform/README.md.
+cluster: $(RUN_STAMP)
+	bash platform/cluster/cluster.sh up
+
+cluster-down:
+	bash platform/cluster/cluster.sh down
+
+cluster-status:
+	bash platform/cluster/cluster.sh status

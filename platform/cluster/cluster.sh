@@ -1,0 +1,551 @@
+#!/usr/bin/env bash
+# A Chronicle cluster on one machine: several "hosts" (network namespaces on a private
+# bridge), a PostgreSQL pair that fails over by itself (pg_auto_failover: a monitor and two
+# data nodes with synchronous replication), two frontends behind HAProxy, two shard
+# owners and a worker. It is the shape of a production deployment, small enough for a
+# laptop or a CI machine: every process sees only its own address and reaches the others
+# over the bridge, as it would over a LAN.
+#
+#   platform/cluster/cluster.sh up       build it (idempotent: a running cluster is kept)
+#   platform/cluster/cluster.sh status   each host, its processes and their health
+#   platform/cluster/cluster.sh down     remove everything `up` made (works after a half-failed up)
+#   platform/cluster/cluster.sh primary  the name of the data node that is primary now
+#   platform/cluster/cluster.sh kill HOST  kill every process of HOST at once (a host crash)
+#
+# Needs root (namespaces, the bridge), the PostgreSQL 15 server binaries and the project's
+# virtualenv (.venv). Installs pg_auto_failover and HAProxy with apt-get when they are
+# missing (CHRONICLE_CLUSTER_NO_APT=1 refuses instead). Touches nothing of the host but
+# its own bridge and veth pairs: no route, no firewall rule, no system PostgreSQL.
+# State (data, logs, the secret key, the API key) lives in CHRONICLE_CLUSTER_DIR
+# (default .chronicle/cluster), removed by `down` unless CHRONICLE_CLUSTER_KEEP=1.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STATE=${CHRONICLE_CLUSTER_DIR:-$ROOT/.chronicle/cluster}
+PGBIN=${CHRONICLE_CLUSTER_PGBIN:-/usr/lib/postgresql/15/bin}
+PY=$ROOT/.venv/bin/python
+NET=10.77.0
+BRIDGE=chr-br0
+BRIDGE_IP=$NET.1
+NS_PREFIX=chr-
+PG_PORT=5432
+WEB_PORT=7243
+LB_PORT=7243
+DBNAME=chronicle
+DBUSER=chronicle
+NAMESPACE=default
+MONITOR_URI="postgres://autoctl_node@$NET.10:$PG_PORT/pg_auto_failover?sslmode=disable"
+DATABASE_URL="postgres://$DBUSER@$NET.11,$NET.12:$PG_PORT/$DBNAME?target_session_attrs=read-write&connect_timeout=3"
+LB_URL="http://$NET.20:$LB_PORT"
+
+# name address role: the hosts, in start order.
+HOSTS=(
+	"monitor $NET.10 pg-monitor"
+	"pg1 $NET.11 pg-data"
+	"pg2 $NET.12 pg-data"
+	"fe1 $NET.21 frontend"
+	"fe2 $NET.22 frontend"
+	"lb $NET.20 haproxy"
+	"so1 $NET.31 shard-owner"
+	"so2 $NET.32 shard-owner"
+	"wk1 $NET.41 worker"
+)
+
+say() { printf '%s cluster: %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() {
+	say "error: $*" >&2
+	exit 1
+}
+
+host_field() { # host_field NAME INDEX: a field of NAME's line in HOSTS
+	local line
+	for line in "${HOSTS[@]}"; do
+		read -r -a f <<<"$line"
+		if [[ ${f[0]} == "$1" ]]; then
+			echo "${f[$2]}"
+			return 0
+		fi
+	done
+	return 1
+}
+host_ip() { host_field "$1" 1; }
+ns() { echo "$NS_PREFIX$1"; }
+# in_ns HOST CMD...: run CMD inside HOST's namespace. `ip netns exec` also gives CMD a
+# mount namespace of its own (private to it, nothing propagates back): on a PostgreSQL
+# host, /run/postgresql there is that host's own folder, so its sockets and lock files
+# never meet another node's, nor the system cluster's in the real /run/postgresql.
+in_ns() {
+	local host=$1
+	shift
+	if [[ $host == monitor || $host == pg? ]]; then
+		# shellcheck disable=SC2016 # expanded by the inner bash
+		ip netns exec "$(ns "$host")" bash -c 'mount --bind "$1" /run/postgresql && shift && exec "$@"' \
+			bind "$STATE/pg/$host/socket" "$@"
+	else
+		ip netns exec "$(ns "$host")" "$@"
+	fi
+}
+
+wait_for() { # wait_for SECONDS WHAT CMD...: retry CMD each half second until it succeeds
+	local seconds=$1 what=$2 deadline
+	shift 2
+	deadline=$((SECONDS + seconds))
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || die "$what not ready after ${seconds}s (logs: $STATE/logs)"
+		sleep 0.5
+	done
+}
+
+# ---- preflight -------------------------------------------------------------------------
+
+need_root() { [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces and a bridge)"; }
+
+ensure_packages() {
+	local missing=()
+	command -v pg_autoctl >/dev/null || missing+=(postgresql-15-auto-failover pg-auto-failover-cli)
+	command -v haproxy >/dev/null || missing+=(haproxy)
+	command -v ip >/dev/null || missing+=(iproute2)
+	((${#missing[@]} == 0)) && return 0
+	if [[ ${CHRONICLE_CLUSTER_NO_APT:-0} == 1 ]] || ! command -v apt-get >/dev/null; then
+		die "missing ${missing[*]}; install them (apt-get install ${missing[*]}) and run again"
+	fi
+	say "installing ${missing[*]} with apt-get"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >"$STATE/apt.log" 2>&1 || {
+		apt-get update -q >>"$STATE/apt.log" 2>&1 &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >>"$STATE/apt.log" 2>&1
+	} || die "apt-get could not install ${missing[*]} (see $STATE/apt.log)"
+}
+
+preflight() {
+	need_root
+	[[ -x $PGBIN/pg_ctl ]] || die "no PostgreSQL 15 server binaries in $PGBIN (apt-get install postgresql-15)"
+	[[ -x $PY ]] || die "no virtualenv at $ROOT/.venv (make venv)"
+	[[ $ROOT$STATE != *[[:space:]]* ]] || die "the checkout and state paths must not hold spaces"
+	mkdir -p "$STATE"
+	ensure_packages
+	id postgres >/dev/null 2>&1 || die "no 'postgres' user (PostgreSQL refuses to run as root)"
+}
+
+# ---- network ---------------------------------------------------------------------------
+
+network_up() {
+	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+		ip link add "$BRIDGE" type bridge
+		ip addr add "$BRIDGE_IP/24" dev "$BRIDGE"
+	fi
+	ip link set "$BRIDGE" up
+	local line name addr
+	for line in "${HOSTS[@]}"; do
+		read -r name addr _ <<<"$line"
+		ip netns add "$(ns "$name")"
+		# Host side chrv-NAME on the bridge, namespace side renamed eth0.
+		ip link add "chrv-$name" type veth peer name "chrp-$name"
+		ip link set "chrv-$name" master "$BRIDGE" up
+		ip link set "chrp-$name" netns "$(ns "$name")"
+		ip netns exec "$(ns "$name")" ip link set "chrp-$name" name eth0
+		ip netns exec "$(ns "$name")" ip addr add "$addr/24" dev eth0
+		ip netns exec "$(ns "$name")" ip link set lo up
+		ip netns exec "$(ns "$name")" ip link set eth0 up
+	done
+}
+
+network_down() {
+	local line name
+	for line in "${HOSTS[@]}"; do
+		read -r name _ <<<"$line"
+		ip link del "chrv-$name" 2>/dev/null || true
+		ip netns del "$(ns "$name")" 2>/dev/null || true
+	done
+	ip link del "$BRIDGE" 2>/dev/null || true
+}
+
+# ---- processes -------------------------------------------------------------------------
+
+# spawn HOST NAME [--as USER] CMD...: start CMD in HOST's namespace in a session of its
+# own, output to logs/NAME.log, pid to run/NAME.pid.
+spawn() {
+	local host=$1 name=$2
+	shift 2
+	local as=()
+	if [[ $1 == --as ]]; then
+		as=(runuser -u "$2" --)
+		shift 2
+	fi
+	in_ns "$host" setsid "${as[@]}" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	echo $! >"$STATE/run/$name.pid"
+}
+
+host_pids() { # host_pids HOST...: every process in those hosts' namespaces
+	local host
+	for host in "$@"; do
+		ip netns pids "$(ns "$host")" 2>/dev/null || true
+	done
+}
+
+# stop_hosts GRACE HOST...: TERM every process of the HOSTs, KILL what is left after
+# GRACE seconds.
+stop_hosts() {
+	local grace=$1 pids deadline
+	shift
+	(($# > 0)) || return 0
+	pids=$(host_pids "$@")
+	[[ -n $pids ]] || return 0
+	# shellcheck disable=SC2086 # a list of pids
+	kill -TERM $pids 2>/dev/null || true
+	deadline=$((SECONDS + grace))
+	while ((SECONDS < deadline)); do
+		pids=$(host_pids "$@")
+		[[ -n $pids ]] || return 0
+		sleep 0.3
+	done
+	# shellcheck disable=SC2086
+	kill -KILL $pids 2>/dev/null || true
+	sleep 0.3
+}
+
+# Kill every process of HOST at once, as a power cut would.
+kill_host() {
+	local pids
+	pids=$(ip netns pids "$(ns "$1")" 2>/dev/null || true)
+	# shellcheck disable=SC2086
+	[[ -z $pids ]] || kill -KILL $pids 2>/dev/null || true
+}
+
+# ---- PostgreSQL (pg_auto_failover) ------------------------------------------------------
+
+# pg_env NODE: the environment of NODE's pg_autoctl: its config and runtime folders
+# under the state dir, so nothing lands in the postgres user's home or in /tmp.
+pg_env() {
+	local dir=$STATE/pg/$1
+	echo env "PATH=$PGBIN:/usr/bin:/bin" "HOME=$dir" \
+		"XDG_CONFIG_HOME=$dir/config" "XDG_DATA_HOME=$dir/share" "XDG_RUNTIME_DIR=$dir/runtime"
+}
+
+pg_prepare() {
+	local dir=$STATE/pg/$1
+	mkdir -p "$dir/socket" "$dir/config" "$dir/share" "$dir/runtime"
+	chown -R postgres:postgres "$dir"
+	chmod 700 "$dir"
+}
+
+# as_pg NODE CMD...: CMD as the postgres user in NODE's namespace and environment.
+as_pg() {
+	local node=$1
+	shift
+	# shellcheck disable=SC2046 # pg_env prints words on purpose
+	in_ns "$node" runuser -u postgres -- $(pg_env "$node") "$@"
+}
+
+monitor_sql() { as_pg monitor psql -X -qAt -d pg_auto_failover -c "$1"; }
+
+# node_state NODE: the state the monitor last heard from NODE (primary, secondary, ...).
+node_state() {
+	monitor_sql "select reportedstate from pgautofailover.node where nodename = '$1'" 2>/dev/null
+}
+
+primary_node() {
+	monitor_sql "select nodename from pgautofailover.node
+	             where reportedstate in ('primary', 'wait_primary', 'single')
+	               and goalstate = reportedstate order by nodeid limit 1" 2>/dev/null
+}
+
+node_is() { [[ $(node_state "$1") == "$2" ]]; }
+
+# node_reaches NODE STATE: node_is, and while a standby copies the primary, ask the
+# primary for an immediate checkpoint: pg_basebackup's own is spread over minutes.
+node_reaches() {
+	node_is "$1" "$2" && return 0
+	if [[ $(node_state "$1") == @(wait_standby|catchingup) ]]; then
+		as_pg pg1 psql -X -qAt -d postgres -c checkpoint >/dev/null 2>&1 || true
+		sleep 1
+	fi
+	return 1
+}
+
+pg_monitor_up() {
+	pg_prepare monitor
+	# shellcheck disable=SC2046 # pg_env prints words on purpose
+	spawn monitor pg-monitor --as postgres $(pg_env monitor) pg_autoctl create monitor \
+		--pgdata "$STATE/pg/monitor/data" --pgport "$PG_PORT" --hostname "$(host_ip monitor)" \
+		--auth trust --no-ssl --pgctl "$PGBIN/pg_ctl" --run
+	wait_for 90 "the monitor" monitor_sql "select 1 from pgautofailover.node limit 1"
+	# Fail over in seconds rather than the defaults' half a minute: a check every 2 s, a
+	# node unhealthy after 6 s without a report. primary_demote_timeout (how long the
+	# monitor gives a lost primary to demote itself) stays above the data nodes'
+	# network_partition_timeout (after which a cut-off primary stops itself), so there
+	# is never a moment with two primaries.
+	local setting
+	for setting in health_check_period=2000 health_check_timeout=1000 health_check_max_retries=1 \
+		health_check_retry_delay=1000 node_considered_unhealthy_timeout=6000 primary_demote_timeout=12000; do
+		monitor_sql "alter system set pgautofailover.${setting%%=*} = ${setting#*=}" >/dev/null
+	done
+	monitor_sql "select pg_reload_conf()" >/dev/null
+}
+
+pg_data_up() { # pg_data_up NODE STATE: start data node NODE, wait until it reports STATE
+	local node=$1 want=$2
+	pg_prepare "$node"
+	# shellcheck disable=SC2046
+	spawn "$node" "$node" --as postgres $(pg_env "$node") pg_autoctl create postgres \
+		--pgdata "$STATE/pg/$node/data" --pgport "$PG_PORT" \
+		--listen '*' --hostname "$(host_ip "$node")" --name "$node" --dbname "$DBNAME" \
+		--monitor "$MONITOR_URI" --auth trust --no-ssl --pgctl "$PGBIN/pg_ctl" \
+		--replication-quorum true --run
+	wait_for 180 "PostgreSQL node $node ($want)" node_reaches "$node" "$want"
+	as_pg "$node" pg_autoctl config set --pgdata "$STATE/pg/$node/data" \
+		timeout.network_partition_timeout 8 >/dev/null
+}
+
+# The Chronicle hosts' way in: the chronicle role, from the cluster's subnet. The line
+# goes into both data nodes' pg_hba.conf (each keeps its own file).
+pg_allow_chronicle() {
+	local node hba
+	as_pg pg1 psql -X -q -d "$DBNAME" -c \
+		"do \$\$ begin
+		   if not exists (select from pg_roles where rolname = '$DBUSER') then
+		     create role $DBUSER login;
+		   end if;
+		 end \$\$;
+		 alter database $DBNAME owner to $DBUSER;"
+	for node in pg1 pg2; do
+		hba=$STATE/pg/$node/data/pg_hba.conf
+		grep -q "^host $DBNAME $DBUSER $NET.0/24" "$hba" ||
+			echo "host $DBNAME $DBUSER $NET.0/24 trust" >>"$hba"
+		as_pg "$node" psql -X -qAt -d postgres -c "select pg_reload_conf()" >/dev/null
+	done
+}
+
+# ---- Chronicle -------------------------------------------------------------------------
+
+secret_key() {
+	if [[ ! -s $STATE/secret_key ]]; then
+		(umask 077 && "$PY" -c 'import secrets; print(secrets.token_urlsafe(50))' >"$STATE/secret_key")
+	fi
+	cat "$STATE/secret_key"
+}
+
+# chronicle HOST APPNAME CMD...: CMD with the environment every Chronicle process of the
+# cluster shares (see platform/env.example), plus HOST's own folders and connection name.
+chronicle_env() {
+	local host=$1
+	local dir=$STATE/hosts/$host
+	mkdir -p "$dir/heartbeat" "$dir/metrics"
+	echo env -C "$ROOT" "PATH=$ROOT/.venv/bin:/usr/bin:/bin" \
+		"SECRET_KEY=$(secret_key)" "DATABASE_URL=$DATABASE_URL" \
+		"ALLOWED_HOSTS=$NET.20,$NET.21,$NET.22,$BRIDGE_IP,127.0.0.1,localhost" \
+		"CHRONICLE_DB_POOL_MIN=1" "CHRONICLE_DB_POOL_MAX=4" \
+		"CHRONICLE_DB_APPLICATION_NAME=chronicle-$host" \
+		"CHRONICLE_STATE_DIR=$dir" "CHRONICLE_STATIC_ROOT=$STATE/static" \
+		"CHRONICLE_HEARTBEAT_DIR=$dir/heartbeat" "PROMETHEUS_MULTIPROC_DIR=$dir/metrics" \
+		"CHRONICLE_WEB_CONCURRENCY=1" "CHRONICLE_ACCESS_LOG=" "CHRONICLE_LOG_LEVEL=INFO"
+}
+
+manage() { # manage HOST ARGS...: a manage.py command on HOST
+	local host=$1
+	shift
+	# shellcheck disable=SC2046 # chronicle_env prints words on purpose
+	in_ns "$host" $(chronicle_env "$host") "$PY" manage.py "$@"
+}
+
+provision() {
+	say "migrating (once, from fe1, before any frontend starts)"
+	manage fe1 migrate --noinput >"$STATE/logs/migrate.log" 2>&1 || die "migrate failed (see $STATE/logs/migrate.log)"
+	manage fe1 collectstatic --noinput >>"$STATE/logs/migrate.log" 2>&1 || die "collectstatic failed"
+	manage fe1 namespace create "$NAMESPACE" --reason "cluster bootstrap" >>"$STATE/logs/migrate.log" 2>&1 ||
+		die "namespace create failed (see $STATE/logs/migrate.log)"
+	manage fe1 api_key create -n "$NAMESPACE" --name cluster --role client --role worker --role admin --json \
+		>"$STATE/api_key.json" 2>>"$STATE/logs/migrate.log" || die "api_key create failed"
+	chmod 600 "$STATE/api_key.json"
+	"$PY" - "$STATE/api_key.json" "$STATE/cluster.json" "$LB_URL" "$NAMESPACE" <<'EOF'
+import json, os, sys
+key = json.load(open(sys.argv[1]))["api_key"]
+with open(os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+    json.dump({"url": sys.argv[3], "namespace": sys.argv[4], "api_key": key}, out, indent=2)
+EOF
+}
+
+cluster_field() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$STATE/cluster.json" "$1"; }
+
+ready() { curl -fsS -m 3 -o /dev/null "$1/readyz"; }
+
+frontends_up() {
+	local host
+	for host in fe1 fe2; do
+		# shellcheck disable=SC2046
+		spawn "$host" "$host" $(chronicle_env "$host") "$PY" -m gunicorn chronicle.asgi:application \
+			-c platform/gunicorn.conf.py -b "0.0.0.0:$WEB_PORT"
+	done
+	for host in fe1 fe2; do
+		wait_for 90 "frontend $host" ready "http://$(host_ip "$host"):$WEB_PORT"
+	done
+}
+
+haproxy_up() {
+	mkdir -p "$STATE/hosts/lb"
+	cat >"$STATE/hosts/lb/haproxy.cfg" <<EOF
+# Generated by platform/cluster/cluster.sh: the load balancer in front of the frontends.
+global
+    maxconn 2000
+
+defaults
+    mode http
+    timeout connect 3s
+    timeout client 90s
+    # Above the 60 s long-polls of task queues and the 20 s history waits.
+    timeout server 90s
+    # A request whose frontend died before answering is tried once more on the other.
+    retries 2
+    option redispatch
+    option http-server-close
+
+frontend chronicle
+    bind $NET.20:$LB_PORT
+    default_backend frontends
+
+backend frontends
+    balance leastconn
+    # /readyz is 200 while the frontend reaches a writable PostgreSQL with every migration
+    # applied; a frontend that fails it twice gets no new requests until it passes again.
+    option httpchk
+    http-check send meth GET uri /readyz
+    http-check expect status 200
+    default-server inter 2s fall 2 rise 1
+    server fe1 $NET.21:$WEB_PORT check
+    server fe2 $NET.22:$WEB_PORT check
+EOF
+	haproxy -c -q -f "$STATE/hosts/lb/haproxy.cfg" || die "haproxy refused its configuration"
+	spawn lb haproxy haproxy -W -db -f "$STATE/hosts/lb/haproxy.cfg"
+	wait_for 30 "HAProxy" ready "$LB_URL"
+}
+
+daemons_up() {
+	local host
+	for host in so1 so2; do
+		# shellcheck disable=SC2046
+		spawn "$host" "$host" $(chronicle_env "$host") "$PY" manage.py run_shard_owner --owner "$host"
+	done
+	# shellcheck disable=SC2046
+	spawn wk1 wk1 $(chronicle_env wk1) "CHRONICLE_URL=$LB_URL" "CHRONICLE_NAMESPACE=$NAMESPACE" \
+		"CHRONICLE_API_KEY=$(cluster_field api_key)" "$PY" -m chronicle.demo_worker
+	sleep 2
+	for host in so1 so2 wk1; do
+		[[ -n $(ip netns pids "$(ns "$host")") ]] || die "$host exited at start (see $STATE/logs/$host.log)"
+	done
+}
+
+# ---- commands --------------------------------------------------------------------------
+
+all_running() {
+	[[ -f $STATE/up.done ]] || return 1
+	local line name
+	for line in "${HOSTS[@]}"; do
+		read -r name _ <<<"$line"
+		[[ -n $(ip netns pids "$(ns "$name")" 2>/dev/null) ]] || return 1
+	done
+}
+
+cmd_up() {
+	preflight
+	if all_running; then
+		say "already up"
+		cmd_status
+		return 0
+	fi
+	if ip link show "$BRIDGE" >/dev/null 2>&1 || [[ -n $(ip netns list | grep "^$NS_PREFIX" || true) ]]; then
+		say "clearing what an earlier cluster left"
+		cmd_down
+	fi
+	local started=$SECONDS
+	mkdir -p "$STATE/logs" "$STATE/run" "$STATE/hosts"
+	say "network: bridge $BRIDGE ($BRIDGE_IP/24), ${#HOSTS[@]} namespaces"
+	network_up
+	say "PostgreSQL: monitor on $(host_ip monitor)"
+	pg_monitor_up
+	say "PostgreSQL: pg1 on $(host_ip pg1) (primary)"
+	pg_data_up pg1 single
+	say "PostgreSQL: pg2 on $(host_ip pg2) (synchronous standby)"
+	pg_data_up pg2 secondary
+	wait_for 60 "pg1 as primary" node_is pg1 primary
+	pg_allow_chronicle
+	provision
+	say "frontends fe1, fe2"
+	frontends_up
+	say "HAProxy on $LB_URL"
+	haproxy_up
+	say "shard owners so1, so2 and the demo worker on wk1"
+	daemons_up
+	touch "$STATE/up.done"
+	say "up in $((SECONDS - started)) s"
+	echo
+	echo "Chronicle cluster"
+	echo "  url          $LB_URL  (HAProxy; frontends $NET.21, $NET.22 on :$WEB_PORT)"
+	echo "  namespace    $NAMESPACE"
+	echo "  api_key      $(cluster_field api_key)"
+	echo "  database     $DATABASE_URL"
+	echo "  (saved to $STATE/cluster.json)"
+}
+
+cmd_down() {
+	need_root
+	# Clients first, then the servers they use, PostgreSQL last.
+	stop_hosts 15 wk1 so1 so2 lb fe1 fe2
+	stop_hosts 15 pg1 pg2
+	stop_hosts 15 monitor
+	network_down
+	if [[ ${CHRONICLE_CLUSTER_KEEP:-0} == 1 ]]; then
+		rm -f "$STATE/up.done"
+		say "down (state kept in $STATE)"
+	else
+		rm -rf "$STATE"
+		say "down"
+	fi
+}
+
+cmd_status() {
+	local line name addr role pids health procs
+	printf '%-8s %-11s %-12s %-13s %s\n' HOST ADDRESS ROLE HEALTH PROCESSES
+	for line in "${HOSTS[@]}"; do
+		read -r name addr role <<<"$line"
+		if ! ip netns list 2>/dev/null | grep -q "^$(ns "$name")\b"; then
+			printf '%-8s %-11s %-12s %-13s %s\n' "$name" "$addr" "$role" absent -
+			continue
+		fi
+		pids=$(ip netns pids "$(ns "$name")" 2>/dev/null | tr '\n' ',' || true)
+		pids=${pids%,}
+		procs=-
+		[[ -z $pids ]] || procs=$(ps -o comm= -p "$pids" | sort | uniq -c | awk '{printf "%s%s(%s)", sep, $2, $1; sep=" "}')
+		case $role in
+		frontend) ready "http://$addr:$WEB_PORT" && health=ready || health=unready ;;
+		haproxy) ready "$LB_URL" && health=ready || health=unready ;;
+		pg-monitor) monitor_sql "select 1" >/dev/null 2>&1 && health=up || health=down ;;
+		pg-data) health=$(node_state "$name" || true) && health=${health:-unknown} ;;
+		*) [[ -n $pids ]] && health=running || health=stopped ;;
+		esac
+		[[ -n $pids ]] || health=dead
+		printf '%-8s %-11s %-12s %-13s %s\n' "$name" "$addr" "$role" "$health" "$procs"
+	done
+	if [[ -f $STATE/cluster.json ]]; then
+		echo "load balancer: $LB_URL/readyz from this host: $(curl -s -m 3 -o /dev/null -w '%{http_code}' "$LB_URL/readyz" || true)"
+	fi
+}
+
+main() {
+	case ${1:-} in
+	up) cmd_up ;;
+	down) cmd_down ;;
+	status) cmd_status ;;
+	primary) primary_node ;;
+	kill)
+		if [[ -z ${2:-} ]] || ! host_ip "$2" >/dev/null; then
+			die "kill HOST: one of the cluster's hosts"
+		fi
+		kill_host "$2"
+		;;
+	*)
+		echo "usage: $0 up|down|status|primary|kill HOST" >&2
+		exit 2
+		;;
+	esac
+}
+
+main "$@"
