@@ -1,0 +1,232 @@
+"""The history checker: run after the load drains, over every operation the ledger holds.
+
+It reads every run of the harness's namespace through the public API (list, then each
+run's history) and checks, Jepsen-style:
+
+* **lost**: an acknowledged (2xx) start whose run is missing, or whose chain has no run
+  started with its request id; an acknowledged signal whose token is in no
+  ``WorkflowExecutionSignaled`` event of its workflow's runs;
+* **duplicated**: a workflow id started more than once (two chain heads), a token
+  signalled more than once, an activity closed twice, a timer fired twice;
+* **unexpected**: a token in a history that the ledger never attempted, or that was
+  refused with a 4xx (a refusal must mean "not applied");
+* unknown operations are resolved as applied once or not applied, and counted;
+* event ids are exactly 1..N, event 1 is ``WorkflowExecutionStarted``, a closed run's
+  last event closes it;
+* every closed run replays through the SDK's ``Replayer`` without nondeterminism;
+* every user timer of a completed run was fired (or cancelled) exactly once, every
+  activity closed exactly once;
+* shard ``range_id`` never went down while sampled (:class:`~bench.faults.nemesis.RangeSampler`);
+* no run is still open after the drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdk._runtime.replayer import WorkflowHistory
+from sdk.client import Client
+from sdk.converter import DataConverter
+from sdk.worker import Replayer
+
+from .load import Ledger
+from .workflows import FINISH_SIGNAL, TOKEN_SIGNAL, WORKFLOWS
+
+CLOSES_ACTIVITY = {
+    "ActivityTaskCompleted",
+    "ActivityTaskFailed",
+    "ActivityTaskTimedOut",
+    "ActivityTaskCanceled",
+}
+CLOSES_TIMER = {"TimerFired", "TimerCanceled"}
+CLOSES_RUN = {
+    "WorkflowExecutionCompleted",
+    "WorkflowExecutionFailed",
+    "WorkflowExecutionTimedOut",
+    "WorkflowExecutionCanceled",
+    "WorkflowExecutionTerminated",
+    "WorkflowExecutionContinuedAsNew",
+}
+
+
+@dataclass
+class Totals:
+    starts_accepted: int = 0
+    signals_accepted: int = 0
+    unknown_applied: int = 0
+    unknown_not_applied: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    unexpected: int = 0
+    histories: int = 0
+    gap_errors: int = 0
+    replayed: int = 0
+    replay_failures: int = 0
+    timers_checked: int = 0
+    timer_errors: int = 0
+    activities_checked: int = 0
+    activity_errors: int = 0
+    range_samples: int = 0
+    range_bumps: int = 0
+    range_regressions: int = 0
+    stuck: int = 0
+    anomalies: list[str] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> int:
+        return self.starts_accepted + self.signals_accepted
+
+    @property
+    def passed(self) -> bool:
+        return not (
+            self.lost
+            or self.duplicated
+            or self.unexpected
+            or self.gap_errors
+            or self.replay_failures
+            or self.timer_errors
+            or self.activity_errors
+            or self.range_regressions
+            or self.stuck
+        )
+
+    def flag(self, counter: str, message: str) -> None:
+        setattr(self, counter, getattr(self, counter) + 1)
+        if len(self.anomalies) < 200:
+            self.anomalies.append(f"{counter}: {message}")
+
+
+@dataclass
+class Run:
+    workflow_id: str
+    run_id: str
+    status: str
+    events: list[dict[str, Any]]
+    history: WorkflowHistory
+
+    def of(self, *types: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["event_type"] in types]
+
+
+async def fetch_runs(client: Client) -> list[Run]:
+    """Every run of the namespace with its whole history, through the public API."""
+    described = [d async for d in client.list_workflows()]
+    gate = asyncio.Semaphore(8)
+
+    async def one(wid: str, run_id: str, status: str) -> Run:
+        async with gate:
+            history = await client.get_workflow_handle(wid, run_id=run_id).fetch_history()
+        return Run(wid, run_id, status, [event.to_wire() for event in history.events], history)
+
+    return list(await asyncio.gather(*(one(d.workflow_id, d.run_id, d.status.name) for d in described)))
+
+
+def check_shape(run: Run, totals: Totals) -> None:
+    """Gapless ids from 1, a start first, a closed run's close last; timers and activities once."""
+    totals.histories += 1
+    ids = [int(e["event_id"]) for e in run.events]
+    if ids != list(range(1, len(ids) + 1)):
+        totals.flag("gap_errors", f"{run.workflow_id}/{run.run_id}: event ids {ids[:5]}... not 1..{len(ids)}")
+    if not run.events or run.events[0]["event_type"] != "WorkflowExecutionStarted":
+        totals.flag("gap_errors", f"{run.workflow_id}/{run.run_id}: does not begin with its start")
+    closes = [i for i, e in enumerate(run.events) if e["event_type"] in CLOSES_RUN]
+    if run.status != "RUNNING" and closes != [len(run.events) - 1]:
+        totals.flag("gap_errors", f"{run.workflow_id}/{run.run_id}: close events at {closes}")
+    completed = run.status == "COMPLETED"
+    fired = Counter(str(e["attributes"].get("timer_id")) for e in run.of(*CLOSES_TIMER))
+    for started in run.of("TimerStarted"):
+        totals.timers_checked += 1
+        times = fired[str(started["attributes"].get("timer_id"))]
+        if times > 1 or (completed and times != 1):
+            totals.flag(
+                "timer_errors",
+                f"{run.workflow_id}/{run.run_id}: timer {started['attributes']} closed {times}x",
+            )
+    closed = Counter(int(e["attributes"].get("scheduled_event_id") or 0) for e in run.of(*CLOSES_ACTIVITY))
+    for scheduled in run.of("ActivityTaskScheduled"):
+        totals.activities_checked += 1
+        times = closed[int(scheduled["event_id"])]
+        if times > 1 or (completed and times != 1):
+            totals.flag(
+                "activity_errors",
+                f"{run.workflow_id}/{run.run_id}: activity {scheduled['event_id']} closed {times}x",
+            )
+
+
+def check_replay(runs: list[Run], totals: Totals) -> None:
+    replayer = Replayer(workflows=WORKFLOWS)
+    for run in runs:
+        if run.status == "RUNNING":
+            continue
+        failure = replayer.replay_workflow(run.history, raise_on_replay_failure=False).replay_failure
+        totals.replayed += 1
+        if failure is not None:
+            totals.flag("replay_failures", f"{run.workflow_id}/{run.run_id}: {failure!r}"[:300])
+
+
+def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, totals: Totals) -> None:
+    by_wid: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        by_wid[run.workflow_id].append(run)
+    for op in ledger.of("start"):
+        chain = by_wid.get(op.workflow_id, [])
+        heads = [r for r in chain if not r.events[0]["attributes"].get("continued_execution_run_id")]
+        mine = [r for r in heads if r.events[0]["attributes"].get("request_id") == op.key]
+        if len(heads) > 1:
+            totals.flag("duplicated", f"start {op.workflow_id}: {len(heads)} runs started")
+        if op.outcome == "ok":
+            totals.starts_accepted += 1
+            if not mine or op.run_id not in {r.run_id for r in chain}:
+                totals.flag("lost", f"start {op.workflow_id} ({op.run_id}) acknowledged, no such run")
+        elif op.outcome == "unknown":
+            if mine:
+                totals.unknown_applied += 1
+            else:
+                totals.unknown_not_applied += 1
+        elif mine:
+            totals.flag("unexpected", f"start {op.workflow_id} refused ({op.detail}) but a run exists")
+    seen: Counter[str] = Counter()
+    for run in runs:
+        for event in run.of("WorkflowExecutionSignaled"):
+            attributes = event["attributes"]
+            if attributes.get("signal_name") not in (TOKEN_SIGNAL, FINISH_SIGNAL):
+                continue
+            values = converter.from_payloads(attributes.get("input") or [])
+            seen[f"{run.workflow_id}|{values[0] if values else ''}"] += 1
+    attempted: set[str] = set()
+    for op in ledger.of("signal"):
+        key = f"{op.workflow_id}|{op.key}"
+        attempted.add(key)
+        count = seen[key]
+        if count > 1:
+            totals.flag("duplicated", f"signal {op.key} to {op.workflow_id} applied {count}x")
+        if op.outcome == "ok":
+            totals.signals_accepted += 1
+            if count == 0:
+                totals.flag("lost", f"signal {op.key} to {op.workflow_id} acknowledged, not in any history")
+        elif op.outcome == "unknown":
+            if count:
+                totals.unknown_applied += 1
+            else:
+                totals.unknown_not_applied += 1
+        elif count:
+            totals.flag(
+                "unexpected", f"signal {op.key} to {op.workflow_id} refused ({op.detail}) but applied"
+            )
+    for key in seen.keys() - attempted:
+        totals.flag("unexpected", f"signal {key} in a history, never attempted")
+
+
+async def check(client: Client, ledger: Ledger, totals: Totals) -> Totals:
+    """Fill ``totals`` from the namespace's histories (``totals`` may hold the sampler's figures)."""
+    runs = await fetch_runs(client)
+    for run in runs:
+        check_shape(run, totals)
+        if run.status == "RUNNING":
+            totals.flag("stuck", f"{run.workflow_id}/{run.run_id} still open after the drain")
+    check_replay(runs, totals)
+    check_ledger(ledger, runs, client.data_converter, totals)
+    return totals

@@ -1,0 +1,286 @@
+"""The nemesis: seeded faults against the stack's recorded processes and its database.
+
+Each fault is a coroutine that injects, then waits for its recovery within a bound and
+says whether it came (the fault is then *survived*; the checker judges the data after the
+drain). Faults act on pids the stack recorded (a gunicorn worker is a child of the
+recorded master), never on processes found by name. A paused process is always resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from sdk.client import Client
+
+from .stack import LEASE_SECONDS, OWNERS, WORKERS, Cluster, Stack
+
+FAULTS = ("worker_kill", "frontend_kill", "owner_kill", "pg_drop", "pg_restart", "owner_pause")
+TITLES = {
+    "worker_kill": "SIGKILL SDK worker mid-activity",
+    "frontend_kill": "SIGKILL frontend worker mid-request",
+    "owner_kill": "SIGKILL shard owner, timers due",
+    "pg_drop": "PostgreSQL connections dropped",
+    "pg_restart": "PostgreSQL crash restart",
+    "owner_pause": "SIGSTOP shard owner past lease",
+}
+UNOWNED_SHARDS = "SELECT count(*) FROM history_shard WHERE lease_expires_at < now() OR owner = ''"
+SHARDS_BY_OWNER = "SELECT owner, count(*) FROM history_shard GROUP BY owner ORDER BY 2 DESC"
+TIMERS_DUE = "SELECT count(*) FROM history_timertask WHERE fire_at < now() + interval '2 s'"
+TAKEN_OVER = "SELECT count(*) FROM history_shard WHERE shard_id = ANY(%s) AND owner <> %s"
+
+
+@dataclass
+class FaultStats:
+    injected: int = 0
+    survived: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def sql(db_url: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """One short autocommit statement on a connection of its own (the stack's may be cut)."""
+    with psycopg.connect(
+        db_url, autocommit=True, connect_timeout=5, application_name="faults-nemesis"
+    ) as conn:
+        cur = conn.execute(query, params)
+        return list(cur.fetchall()) if cur.description else []
+
+
+class RangeSampler:
+    """Samples every shard's ``range_id`` while the run goes on: a regression is a fencing bug."""
+
+    def __init__(self, db_url: str) -> None:
+        self.db_url = db_url
+        self.highest: dict[int, int] = {}
+        self.samples = 0
+        self.bumps = 0
+        self.regressions: list[str] = []
+
+    def sample(self) -> None:
+        self.observe(sql(self.db_url, "SELECT shard_id, range_id FROM history_shard"))
+
+    def observe(self, rows: list[tuple[Any, ...]]) -> None:
+        """One sample of ``(shard_id, range_id)`` rows, compared with the highest seen."""
+        self.samples += 1
+        for shard, range_id in rows:
+            seen = self.highest.get(shard)
+            if seen is not None and range_id < seen:
+                self.regressions.append(f"shard {shard}: range_id {range_id} after {seen}")
+            elif seen is not None and range_id > seen:
+                self.bumps += 1
+            self.highest[shard] = max(range_id, seen or range_id)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            # The database may be down for a moment (a fault): sample again shortly.
+            with contextlib.suppress(psycopg.Error):
+                await asyncio.to_thread(self.sample)
+            await asyncio.sleep(0.5)
+
+
+class Nemesis:
+    def __init__(self, stack: Stack, client: Client, cluster: Cluster | None, rng: random.Random) -> None:
+        self.stack = stack
+        self.client = client
+        self.cluster = cluster
+        self.rng = rng
+        self.stats: dict[str, FaultStats] = {name: FaultStats() for name in self.kinds()}
+        self.log = (stack.run_dir / "nemesis.jsonl").open("a", encoding="utf-8")
+
+    def kinds(self) -> list[str]:
+        return [f for f in FAULTS if f != "pg_restart" or self.cluster is not None]
+
+    def note(self, fault: str, phase: str, **fields: Any) -> None:
+        self.log.write(json.dumps({"t": time.time(), "fault": fault, "phase": phase, **fields}) + "\n")
+        self.log.flush()
+
+    async def run(self, rounds: int, stop: asyncio.Event) -> None:
+        """``rounds`` times every fault, in a seeded order, with quiet gaps between them."""
+        for _ in range(rounds):
+            order = self.kinds()
+            self.rng.shuffle(order)
+            for fault in order:
+                await asyncio.sleep(self.rng.uniform(0.5, 2.0))
+                await self.inject(fault)
+        stop.set()
+
+    async def inject(self, fault: str) -> None:
+        actions: dict[str, Callable[[], Awaitable[bool]]] = {
+            "worker_kill": self.worker_kill,
+            "frontend_kill": self.frontend_kill,
+            "owner_kill": self.owner_kill,
+            "pg_drop": self.pg_drop,
+            "pg_restart": self.pg_restart,
+            "owner_pause": self.owner_pause,
+        }
+        stats = self.stats[fault]
+        stats.injected += 1
+        self.note(fault, "start")
+        began = time.monotonic()
+        try:
+            ok = await actions[fault]()
+        except Exception as exc:  # a fault's own failure is a finding, not a crash of the run
+            ok = False
+            stats.notes.append(repr(exc)[:200])
+        stats.survived += int(ok)
+        self.note(fault, "stop", survived=ok, seconds=round(time.monotonic() - began, 2))
+
+    # -- recovery probes ----------------------------------------------------------
+    async def api_answers(self, within: float) -> bool:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(self.client.count_workflows(), timeout=5)
+                return True
+            except Exception:
+                await asyncio.sleep(0.5)
+        return False
+
+    async def shards_owned(self, within: float) -> bool:
+        """Every shard leased by a live owner again."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                rows = await asyncio.to_thread(
+                    sql,
+                    self.stack.db_url,
+                    "SELECT count(*) FROM history_shard WHERE lease_expires_at < now() OR owner = ''",
+                )
+                if rows and rows[0][0] == 0:
+                    return True
+            except psycopg.Error:
+                pass
+            await asyncio.sleep(0.5)
+        return False
+
+    def owners_by_shards(self) -> list[tuple[str, int]]:
+        rows = sql(
+            self.stack.db_url, "SELECT owner, count(*) FROM history_shard GROUP BY owner ORDER BY 2 DESC"
+        )
+        return [(str(r[0]), int(r[1])) for r in rows if r[0] in OWNERS]
+
+    # -- the faults ---------------------------------------------------------------
+    def in_flight(self, pid: int) -> bool:
+        """Whether the worker ``pid`` has begun an activity it has not ended (its effect ledger)."""
+        path: Path = self.stack.effects
+        if not path.exists():
+            return False
+        open_keys: set[str] = set()
+        for line in path.read_text(encoding="utf-8").splitlines()[-400:]:
+            entry = json.loads(line)
+            if entry["pid"] == pid:
+                (open_keys.add if entry["phase"] == "begin" else open_keys.discard)(entry["key"])
+        return bool(open_keys)
+
+    async def worker_kill(self) -> bool:
+        name = self.rng.choice(WORKERS)
+        pid = self.stack.pid(name)
+        deadline = time.monotonic() + 15
+        while not self.in_flight(pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        mid = self.in_flight(pid)
+        os.kill(pid, signal.SIGKILL)
+        self.note("worker_kill", "killed", pid=pid, mid_activity=mid)
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(self.stack.restart, name)
+        await asyncio.sleep(2.0)
+        alive = self.stack.group.processes[name].poll() is None
+        if not mid:
+            self.stats["worker_kill"].notes.append("no activity in flight within 15 s")
+        return alive and mid
+
+    async def frontend_kill(self) -> bool:
+        before = self.stack.frontend_workers()
+        if not before:
+            return False
+        victim = self.rng.choice(before)
+        os.kill(victim, signal.SIGKILL)
+        self.note("frontend_kill", "killed", pid=victim)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            now = self.stack.frontend_workers()
+            if victim not in now and len(now) >= len(before):
+                return await self.api_answers(20)
+            await asyncio.sleep(0.2)
+        return False
+
+    async def wait_for_due_timers(self, within: float) -> int:
+        deadline = time.monotonic() + within
+        count = 0
+        while time.monotonic() < deadline:
+            rows = await asyncio.to_thread(
+                sql,
+                self.stack.db_url,
+                TIMERS_DUE,
+            )
+            count = int(rows[0][0])
+            if count:
+                break
+            await asyncio.sleep(0.2)
+        return count
+
+    async def owner_kill(self) -> bool:
+        timers = await self.wait_for_due_timers(15)
+        owners = await asyncio.to_thread(self.owners_by_shards)
+        name = owners[0][0] if owners else self.rng.choice(OWNERS)
+        pid = self.stack.pid(name)
+        os.kill(pid, signal.SIGKILL)
+        self.note("owner_kill", "killed", owner=name, pid=pid, timers_due=timers)
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(self.stack.restart, name)
+        return await self.shards_owned(LEASE_SECONDS * 4 + 10)
+
+    async def owner_pause(self) -> bool:
+        owners = await asyncio.to_thread(self.owners_by_shards)
+        if not owners:
+            return False
+        name = owners[0][0]
+        held = await asyncio.to_thread(
+            sql, self.stack.db_url, "SELECT shard_id, range_id FROM history_shard WHERE owner = %s", (name,)
+        )
+        pid = self.stack.pid(name)
+        os.kill(pid, signal.SIGSTOP)
+        self.note("owner_pause", "stopped", owner=name, pid=pid, shards=len(held))
+        taken = False
+        try:
+            deadline = time.monotonic() + LEASE_SECONDS * 4 + 5
+            while time.monotonic() < deadline and not taken:
+                await asyncio.sleep(0.5)
+                rows = await asyncio.to_thread(
+                    sql,
+                    self.stack.db_url,
+                    TAKEN_OVER,
+                    ([s for s, _ in held], name),
+                )
+                taken = int(rows[0][0]) == len(held)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        self.note("owner_pause", "resumed", owner=name, taken_over=taken)
+        return taken and await self.shards_owned(LEASE_SECONDS * 4 + 10)
+
+    async def pg_drop(self) -> bool:
+        rows = await asyncio.to_thread(
+            sql,
+            self.stack.db_url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        self.note("pg_drop", "terminated", backends=len(rows))
+        return await self.api_answers(30)
+
+    async def pg_restart(self) -> bool:
+        assert self.cluster is not None
+        await asyncio.to_thread(self.cluster.crash_and_restart, 1.0)
+        self.note("pg_restart", "restarted")
+        return await self.api_answers(45)
