@@ -14,7 +14,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
-from drf_spectacular.utils import extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,7 +24,7 @@ from chronicle.api import StrictCharField, refuse_nul
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError, ErrorCode, invalid
-from chronicle.openapi import endpoint
+from chronicle.openapi import ErrorSerializer, endpoint
 from chronicle.waiting_views import waiting_view
 from executions import schemas, search_attributes, selectors, visibility
 from history import kernel
@@ -166,7 +166,10 @@ class WorkflowCountApi(NamespaceApi):
             max_length=10_000,
             help_text=QUERY_HELP,
         )
-        group_by = serializers.ChoiceField(["", "ExecutionStatus"], required=False, default="")
+        # allow_blank: "" is one of the choices (no grouping), so the schema must not ask minLength 1.
+        group_by = serializers.ChoiceField(
+            ["", "ExecutionStatus"], required=False, default="", allow_blank=True
+        )
 
     @endpoint(
         summary="Count workflow executions matching a visibility query, optionally by ExecutionStatus",
@@ -284,7 +287,11 @@ class QueryApi(NamespaceApi):
         summary="Query a workflow; a worker answers",
         tag="client",
         request=InputSerializer,
-        response=schemas.QueryAnswerSerializer,
+        # 504 deadline_exceeded: no worker answered within the server's query timeout.
+        response={
+            200: schemas.QueryAnswerSerializer,
+            504: OpenApiResponse(ErrorSerializer, description="no worker answered the query in time"),
+        },
     )
     def post(self, request: Request, namespace: str, workflow_id: str, run_id: str | None = None) -> Response:
         ns = self.namespace(request, namespace)

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from chronicle.api import StrictCharField
 from chronicle.openapi import endpoint
+from chronicle.strict_fields import StrictFloatField
 from executions import batch, schemas
 from executions.api import NamespaceApi
 from executions.models import BatchOperation
@@ -22,7 +23,7 @@ class CreateSerializer(serializers.Serializer[Any]):
     query = StrictCharField(max_length=10_000, allow_blank=True, help_text="visibility query; '' = every run")
     reason = StrictCharField(max_length=10_000)
     job_id = StrictCharField(max_length=200, required=False, default="", allow_blank=True)
-    rps = serializers.FloatField(required=False, default=50.0, help_text="operations per second")
+    rps = StrictFloatField(required=False, default=50.0, help_text="operations per second")
     dry_run = serializers.BooleanField(required=False, default=False)
     identity = StrictCharField(max_length=1000, required=False, default="", allow_blank=True)
     reset_type = serializers.ChoiceField(list(batch.RESET_TYPES), required=False, default="FirstWorkflowTask")
@@ -74,7 +75,7 @@ class BatchListApi(NamespaceApi):
 class BatchDetailApi(NamespaceApi):
     @extend_schema_serializer(component_name="UpdateBatchOperationRequest")
     class UpdateSerializer(serializers.Serializer[Any]):
-        rps = serializers.FloatField()
+        rps = StrictFloatField()
 
     @endpoint(
         summary="Describe a batch operation and its progress",

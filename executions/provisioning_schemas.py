@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from chronicle.api import StrictCharField
+from chronicle.strict_fields import StrictFloatField
 from executions.provisioning import SETTINGS
 from namespaces.models import MemberRole, Namespace, Role
 
@@ -163,7 +164,7 @@ class MemberGrantedSerializer(ChangesSerializer):
 
 class QueueLimitSetSerializer(ReasonSerializer):
     # A finite bound: DRF's FloatField takes "inf", which no limit can mean.
-    dispatch_rps = serializers.FloatField(
+    dispatch_rps = StrictFloatField(
         min_value=0, max_value=1_000_000, allow_null=True, help_text="0 or null: no limit"
     )
 

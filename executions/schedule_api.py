@@ -190,6 +190,7 @@ class ScheduleListApi(NamespaceApi):
         cursor = StrictCharField(
             required=False,
             default="",
+            allow_blank=True,  # an empty cursor is the first page, as no cursor is
             max_length=4096,
             help_text="the previous page's next_cursor, as given (opaque; good in this namespace only)",
         )
