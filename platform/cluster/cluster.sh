@@ -11,6 +11,8 @@
 #   platform/cluster/cluster.sh down     remove everything `up` made (works after a half-failed up)
 #   platform/cluster/cluster.sh primary  the name of the data node that is primary now
 #   platform/cluster/cluster.sh kill HOST  kill every process of HOST at once (a host crash)
+#   platform/cluster/cluster.sh restart HOST  stop HOST's processes and start them again
+#                                           (a PostgreSQL node rejoins as a standby)
 #
 # Needs root (namespaces, the bridge), the PostgreSQL 15 server binaries and the project's
 # virtualenv (.venv). Installs pg_auto_failover and HAProxy with apt-get when they are
@@ -162,7 +164,7 @@ network_down() {
 # ---- processes -------------------------------------------------------------------------
 
 # spawn HOST NAME [--as USER] CMD...: start CMD in HOST's namespace in a session of its
-# own, output to logs/NAME.log, pid to run/NAME.pid.
+# own, output added to logs/NAME.log, pid to run/NAME.pid.
 spawn() {
 	local host=$1 name=$2
 	shift 2
@@ -171,7 +173,7 @@ spawn() {
 		as=(runuser -u "$2" --)
 		shift 2
 	fi
-	in_ns "$host" setsid "${as[@]}" "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	in_ns "$host" setsid "${as[@]}" "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
 	echo $! >"$STATE/run/$name.pid"
 }
 
@@ -265,7 +267,7 @@ node_reaches() {
 pg_monitor_up() {
 	pg_prepare monitor
 	# shellcheck disable=SC2046 # pg_env prints words on purpose
-	spawn monitor pg-monitor --as postgres $(pg_env monitor) pg_autoctl create monitor \
+	spawn monitor monitor --as postgres $(pg_env monitor) pg_autoctl create monitor \
 		--pgdata "$STATE/pg/monitor/data" --pgport "$PG_PORT" --hostname "$(host_ip monitor)" \
 		--auth trust --no-ssl --pgctl "$PGBIN/pg_ctl" --run
 	wait_for 90 "the monitor" monitor_sql "select 1 from pgautofailover.node limit 1"
@@ -370,11 +372,8 @@ ready() { curl -fsS -m 3 -o /dev/null "$1/readyz"; }
 
 frontends_up() {
 	local host
-	for host in fe1 fe2; do
-		# shellcheck disable=SC2046
-		spawn "$host" "$host" $(chronicle_env "$host") "$PY" -m gunicorn chronicle.asgi:application \
-			-c platform/gunicorn.conf.py -b "0.0.0.0:$WEB_PORT"
-	done
+	start_host fe1
+	start_host fe2
 	for host in fe1 fe2; do
 		wait_for 90 "frontend $host" ready "http://$(host_ip "$host"):$WEB_PORT"
 	done
@@ -414,23 +413,43 @@ backend frontends
     server fe2 $NET.22:$WEB_PORT check
 EOF
 	haproxy -c -q -f "$STATE/hosts/lb/haproxy.cfg" || die "haproxy refused its configuration"
-	spawn lb haproxy haproxy -W -db -f "$STATE/hosts/lb/haproxy.cfg"
+	start_host lb
 	wait_for 30 "HAProxy" ready "$LB_URL"
 }
 
 daemons_up() {
 	local host
-	for host in so1 so2; do
-		# shellcheck disable=SC2046
-		spawn "$host" "$host" $(chronicle_env "$host") "$PY" manage.py run_shard_owner --owner "$host"
+	for host in so1 so2 wk1; do
+		start_host "$host"
 	done
-	# shellcheck disable=SC2046
-	spawn wk1 wk1 $(chronicle_env wk1) "CHRONICLE_URL=$LB_URL" "CHRONICLE_NAMESPACE=$NAMESPACE" \
-		"CHRONICLE_API_KEY=$(cluster_field api_key)" "$PY" -m chronicle.demo_worker
 	sleep 2
 	for host in so1 so2 wk1; do
 		[[ -n $(ip netns pids "$(ns "$host")") ]] || die "$host exited at start (see $STATE/logs/$host.log)"
 	done
+}
+
+# start_host HOST: start HOST's process, at `up` or again after a crash (a PostgreSQL node
+# that exists is run, and rejoins; `up` creates them).
+start_host() {
+	local host=$1
+	# shellcheck disable=SC2046 # chronicle_env and pg_env print words on purpose
+	case $(host_field "$host" 2) in
+	frontend)
+		spawn "$host" "$host" $(chronicle_env "$host") "$PY" -m gunicorn chronicle.asgi:application \
+			-c platform/gunicorn.conf.py -b "0.0.0.0:$WEB_PORT"
+		;;
+	shard-owner)
+		spawn "$host" "$host" $(chronicle_env "$host") "$PY" manage.py run_shard_owner --owner "$host"
+		;;
+	worker)
+		spawn "$host" "$host" $(chronicle_env "$host") "CHRONICLE_URL=$LB_URL" "CHRONICLE_NAMESPACE=$NAMESPACE" \
+			"CHRONICLE_API_KEY=$(cluster_field api_key)" "$PY" -m chronicle.demo_worker
+		;;
+	haproxy) spawn "$host" "$host" haproxy -W -db -f "$STATE/hosts/lb/haproxy.cfg" ;;
+	pg-monitor | pg-data)
+		spawn "$host" "$host" --as postgres $(pg_env "$host") pg_autoctl run --pgdata "$STATE/pg/$host/data"
+		;;
+	esac
 }
 
 # ---- commands --------------------------------------------------------------------------
@@ -535,6 +554,14 @@ main() {
 	down) cmd_down ;;
 	status) cmd_status ;;
 	primary) primary_node ;;
+	restart)
+		if [[ -z ${2:-} ]] || ! host_ip "$2" >/dev/null; then
+			die "restart HOST: one of the cluster's hosts"
+		fi
+		need_root
+		stop_hosts 15 "$2"
+		start_host "$2"
+		;;
 	kill)
 		if [[ -z ${2:-} ]] || ! host_ip "$2" >/dev/null; then
 			die "kill HOST: one of the cluster's hosts"
@@ -542,7 +569,7 @@ main() {
 		kill_host "$2"
 		;;
 	*)
-		echo "usage: $0 up|down|status|primary|kill HOST" >&2
+		echo "usage: $0 up|down|status|primary|kill HOST|restart HOST" >&2
 		exit 2
 		;;
 	esac
