@@ -58,6 +58,10 @@ die() {
 	say "error: $*" >&2
 	exit 1
 }
+die_log() { # die_log LOG MESSAGE: die, with the end of LOG (it goes with `down`)
+	tail -n 25 "$1" | sed 's/^/    /' >&2 || true
+	die "$2 (see $1)"
+}
 
 host_field() { # host_field NAME INDEX: a field of NAME's line in HOSTS
 	local line
@@ -93,7 +97,7 @@ wait_for() { # wait_for SECONDS WHAT CMD...: retry CMD each half second until it
 	shift 2
 	deadline=$((SECONDS + seconds))
 	until "$@" >/dev/null 2>&1; do
-		((SECONDS < deadline)) || die "$what not ready after ${seconds}s (logs: $STATE/logs)"
+		((SECONDS < deadline)) || die "$what not ready after ${seconds}s (logs: $STATE/logs, removed by down)"
 		sleep 0.5
 	done
 }
@@ -315,6 +319,9 @@ pg_allow_chronicle() {
 			echo "host $DBNAME $DBUSER $NET.0/24 trust" >>"$hba"
 		as_pg "$node" psql -X -qAt -d postgres -c "select pg_reload_conf()" >/dev/null
 	done
+	# A reload is a signal, taken in its own time: wait until the Chronicle hosts get in,
+	# through the very connection string they will use.
+	wait_for 30 "the chronicle role's access from the subnet" in_ns fe1 psql -X -qAt "$DATABASE_URL" -c "select 1"
 }
 
 # ---- Chronicle -------------------------------------------------------------------------
@@ -351,12 +358,13 @@ manage() { # manage HOST ARGS...: a manage.py command on HOST
 
 provision() {
 	say "migrating (once, from fe1, before any frontend starts)"
-	manage fe1 migrate --noinput >"$STATE/logs/migrate.log" 2>&1 || die "migrate failed (see $STATE/logs/migrate.log)"
-	manage fe1 collectstatic --noinput >>"$STATE/logs/migrate.log" 2>&1 || die "collectstatic failed"
-	manage fe1 namespace create "$NAMESPACE" --reason "cluster bootstrap" >>"$STATE/logs/migrate.log" 2>&1 ||
-		die "namespace create failed (see $STATE/logs/migrate.log)"
+	local log=$STATE/logs/migrate.log
+	manage fe1 migrate --noinput >"$log" 2>&1 || die_log "$log" "migrate failed"
+	manage fe1 collectstatic --noinput >>"$log" 2>&1 || die_log "$log" "collectstatic failed"
+	manage fe1 namespace create "$NAMESPACE" --reason "cluster bootstrap" >>"$log" 2>&1 ||
+		die_log "$log" "namespace create failed"
 	manage fe1 api_key create -n "$NAMESPACE" --name cluster --role client --role worker --role admin --json \
-		>"$STATE/api_key.json" 2>>"$STATE/logs/migrate.log" || die "api_key create failed"
+		>"$STATE/api_key.json" 2>>"$log" || die_log "$log" "api_key create failed"
 	chmod 600 "$STATE/api_key.json"
 	"$PY" - "$STATE/api_key.json" "$STATE/cluster.json" "$LB_URL" "$NAMESPACE" <<'EOF'
 import json, os, sys
@@ -368,7 +376,7 @@ EOF
 
 cluster_field() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$STATE/cluster.json" "$1"; }
 
-ready() { curl -fsS -m 3 -o /dev/null "$1/readyz"; }
+ready() { curl -fs -m 3 -o /dev/null "$1/readyz"; }
 
 frontends_up() {
 	local host
@@ -424,7 +432,7 @@ daemons_up() {
 	done
 	sleep 2
 	for host in so1 so2 wk1; do
-		[[ -n $(ip netns pids "$(ns "$host")") ]] || die "$host exited at start (see $STATE/logs/$host.log)"
+		[[ -n $(ip netns pids "$(ns "$host")") ]] || die_log "$STATE/logs/$host.log" "$host exited at start"
 	done
 }
 

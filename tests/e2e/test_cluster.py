@@ -70,6 +70,11 @@ def running_cluster() -> Iterator[dict[str, Any]]:
         yield info
     finally:
         cluster("down", timeout=120.0)
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+        assert "chr-" not in left, f"down left namespaces behind:\n{left}"
+        bridge = subprocess.run(["ip", "link", "show", "chr-br0"], capture_output=True, check=False)
+        assert bridge.returncode != 0, "down left the bridge chr-br0 behind"
+        assert not STATE.exists(), f"down left {STATE} behind"
 
 
 async def run_fan_out(info: dict[str, Any], workflow_id: str) -> int:
