@@ -137,6 +137,7 @@ def table(fault_run: Outcome | None, planted: Outcome | None) -> str:
                 "operations accepted (2xx)",
                 f"{t.accepted} ({t.starts_accepted} starts, {t.signals_accepted} signals)",
             ),
+            ("operations refused (4xx)", t.refused),
             ("unknown outcomes", f"{t.unknown_applied} applied, {t.unknown_not_applied} not applied"),
             ("lost", t.lost),
             ("duplicated", t.duplicated),

@@ -32,7 +32,7 @@ from sdk.client import Client
 from sdk.converter import DataConverter
 from sdk.worker import Replayer
 
-from .load import Ledger
+from .load import Ledger, Op
 from .workflows import FINISH_SIGNAL, TOKEN_SIGNAL, WORKFLOWS
 
 CLOSES_ACTIVITY = {
@@ -56,6 +56,7 @@ CLOSES_RUN = {
 class Totals:
     starts_accepted: int = 0
     signals_accepted: int = 0
+    refused: int = 0
     unknown_applied: int = 0
     unknown_not_applied: int = 0
     lost: int = 0
@@ -167,6 +168,22 @@ def check_replay(runs: list[Run], totals: Totals) -> None:
             totals.flag("replay_failures", f"{run.workflow_id}/{run.run_id}: {failure!r}"[:300])
 
 
+def resolve(op: Op, applied: bool, what: str, totals: Totals) -> None:
+    """Judge one operation by whether the histories show it applied."""
+    if op.outcome == "ok":
+        if not applied:
+            totals.flag("lost", f"{what} acknowledged, not in any history")
+    elif op.outcome == "unknown":
+        if applied:
+            totals.unknown_applied += 1
+        else:
+            totals.unknown_not_applied += 1
+    else:
+        totals.refused += 1
+        if applied:
+            totals.flag("unexpected", f"{what} refused ({op.detail}) but applied")
+
+
 def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, totals: Totals) -> None:
     by_wid: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
@@ -177,17 +194,9 @@ def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, tota
         mine = [r for r in heads if r.events[0]["attributes"].get("request_id") == op.key]
         if len(heads) > 1:
             totals.flag("duplicated", f"start {op.workflow_id}: {len(heads)} runs started")
-        if op.outcome == "ok":
-            totals.starts_accepted += 1
-            if not mine or op.run_id not in {r.run_id for r in chain}:
-                totals.flag("lost", f"start {op.workflow_id} ({op.run_id}) acknowledged, no such run")
-        elif op.outcome == "unknown":
-            if mine:
-                totals.unknown_applied += 1
-            else:
-                totals.unknown_not_applied += 1
-        elif mine:
-            totals.flag("unexpected", f"start {op.workflow_id} refused ({op.detail}) but a run exists")
+        totals.starts_accepted += op.outcome == "ok"
+        same_run = op.outcome != "ok" or op.run_id in {r.run_id for r in chain}
+        resolve(op, bool(mine) and same_run, f"start {op.workflow_id} ({op.run_id})", totals)
     seen: Counter[str] = Counter()
     for run in runs:
         for event in run.of("WorkflowExecutionSignaled"):
@@ -203,19 +212,8 @@ def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, tota
         count = seen[key]
         if count > 1:
             totals.flag("duplicated", f"signal {op.key} to {op.workflow_id} applied {count}x")
-        if op.outcome == "ok":
-            totals.signals_accepted += 1
-            if count == 0:
-                totals.flag("lost", f"signal {op.key} to {op.workflow_id} acknowledged, not in any history")
-        elif op.outcome == "unknown":
-            if count:
-                totals.unknown_applied += 1
-            else:
-                totals.unknown_not_applied += 1
-        elif count:
-            totals.flag(
-                "unexpected", f"signal {op.key} to {op.workflow_id} refused ({op.detail}) but applied"
-            )
+        totals.signals_accepted += op.outcome == "ok"
+        resolve(op, count > 0, f"signal {op.key} to {op.workflow_id}", totals)
     for key in seen.keys() - attempted:
         totals.flag("unexpected", f"signal {key} in a history, never attempted")
 

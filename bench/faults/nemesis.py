@@ -14,6 +14,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -200,13 +201,26 @@ class Nemesis:
             self.stats["worker_kill"].notes.append("no activity in flight within 15 s")
         return alive and mid
 
+    def connections_of(self, pid: int) -> int:
+        """Client connections the process holds on the frontend's port (its long-polls, at least);
+        -1 when ``ss`` is not installed."""
+        command = ["ss", "-Htnp", "state", "established", f"( sport = :{self.stack.port} )"]
+        try:
+            listing = subprocess.run(command, capture_output=True, text=True, check=False).stdout
+        except FileNotFoundError:
+            return -1
+        return sum(f"pid={pid}," in line for line in listing.splitlines())
+
     async def frontend_kill(self) -> bool:
         before = self.stack.frontend_workers()
         if not before:
             return False
         victim = self.rng.choice(before)
+        held = self.connections_of(victim)
         os.kill(victim, signal.SIGKILL)
-        self.note("frontend_kill", "killed", pid=victim)
+        self.note("frontend_kill", "killed", pid=victim, connections=held)
+        if not held:
+            self.stats["frontend_kill"].notes.append("a worker held no client connection when killed")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             now = self.stack.frontend_workers()

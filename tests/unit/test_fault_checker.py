@@ -103,7 +103,9 @@ def test_each_planted_anomaly_is_reported(tmp_path: Path, change: Any, counter: 
 
 
 def test_a_refused_signal_that_applied_is_unexpected(tmp_path: Path) -> None:
-    assert checked(ledger(tmp_path, ("tok-1", "failed")), healthy()).unexpected == 1
+    totals = checked(ledger(tmp_path, ("tok-1", "failed"), ("tok-2", "failed")), healthy())
+
+    assert (totals.unexpected, totals.refused) == (1, 2)
 
 
 def test_an_unknown_signal_is_resolved_either_way(tmp_path: Path) -> None:
