@@ -26,6 +26,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 STATE=${CHRONICLE_CLUSTER_DIR:-$ROOT/.chronicle/cluster}
 PGBIN=${CHRONICLE_CLUSTER_PGBIN:-/usr/lib/postgresql/15/bin}
 PY=$ROOT/.venv/bin/python
+HAPROXY_CFG=$ROOT/platform/cluster/haproxy.cfg
 NET=10.77.0
 BRIDGE=chr-br0
 BRIDGE_IP=$NET.1
@@ -219,110 +220,8 @@ kill_host() {
 
 # ---- PostgreSQL (pg_auto_failover) ------------------------------------------------------
 
-# pg_env NODE: the environment of NODE's pg_autoctl: its config and runtime folders
-# under the state dir, so nothing lands in the postgres user's home or in /tmp.
-pg_env() {
-	local dir=$STATE/pg/$1
-	echo env "PATH=$PGBIN:/usr/bin:/bin" "HOME=$dir" \
-		"XDG_CONFIG_HOME=$dir/config" "XDG_DATA_HOME=$dir/share" "XDG_RUNTIME_DIR=$dir/runtime"
-}
-
-pg_prepare() {
-	local dir=$STATE/pg/$1
-	mkdir -p "$dir/socket" "$dir/config" "$dir/share" "$dir/runtime"
-	chown -R postgres:postgres "$dir"
-	chmod 700 "$dir"
-}
-
-# as_pg NODE CMD...: CMD as the postgres user in NODE's namespace and environment.
-as_pg() {
-	local node=$1
-	shift
-	# shellcheck disable=SC2046 # pg_env prints words on purpose
-	in_ns "$node" runuser -u postgres -- $(pg_env "$node") "$@"
-}
-
-monitor_sql() { as_pg monitor psql -X -qAt -d pg_auto_failover -c "$1"; }
-
-# node_state NODE: the state the monitor last heard from NODE (primary, secondary, ...).
-node_state() {
-	monitor_sql "select reportedstate from pgautofailover.node where nodename = '$1'" 2>/dev/null
-}
-
-primary_node() {
-	monitor_sql "select nodename from pgautofailover.node
-	             where reportedstate in ('primary', 'wait_primary', 'single')
-	               and goalstate = reportedstate order by nodeid limit 1" 2>/dev/null
-}
-
-node_is() { [[ $(node_state "$1") == "$2" ]]; }
-
-# node_reaches NODE STATE: node_is, and while a standby copies the primary, ask the
-# primary for an immediate checkpoint: pg_basebackup's own is spread over minutes.
-node_reaches() {
-	node_is "$1" "$2" && return 0
-	if [[ $(node_state "$1") == @(wait_standby|catchingup) ]]; then
-		as_pg pg1 psql -X -qAt -d postgres -c checkpoint >/dev/null 2>&1 || true
-		sleep 1
-	fi
-	return 1
-}
-
-pg_monitor_up() {
-	pg_prepare monitor
-	# shellcheck disable=SC2046 # pg_env prints words on purpose
-	spawn monitor monitor --as postgres $(pg_env monitor) pg_autoctl create monitor \
-		--pgdata "$STATE/pg/monitor/data" --pgport "$PG_PORT" --hostname "$(host_ip monitor)" \
-		--auth trust --no-ssl --pgctl "$PGBIN/pg_ctl" --run
-	wait_for 90 "the monitor" monitor_sql "select 1 from pgautofailover.node limit 1"
-	# Fail over in seconds rather than the defaults' half a minute: a check every 2 s, a
-	# node unhealthy after 6 s without a report. primary_demote_timeout (how long the
-	# monitor gives a lost primary to demote itself) stays above the data nodes'
-	# network_partition_timeout (after which a cut-off primary stops itself), so there
-	# is never a moment with two primaries.
-	local setting
-	for setting in health_check_period=2000 health_check_timeout=1000 health_check_max_retries=1 \
-		health_check_retry_delay=1000 node_considered_unhealthy_timeout=6000 primary_demote_timeout=12000; do
-		monitor_sql "alter system set pgautofailover.${setting%%=*} = ${setting#*=}" >/dev/null
-	done
-	monitor_sql "select pg_reload_conf()" >/dev/null
-}
-
-pg_data_up() { # pg_data_up NODE STATE: start data node NODE, wait until it reports STATE
-	local node=$1 want=$2
-	pg_prepare "$node"
-	# shellcheck disable=SC2046
-	spawn "$node" "$node" --as postgres $(pg_env "$node") pg_autoctl create postgres \
-		--pgdata "$STATE/pg/$node/data" --pgport "$PG_PORT" \
-		--listen '*' --hostname "$(host_ip "$node")" --name "$node" --dbname "$DBNAME" \
-		--monitor "$MONITOR_URI" --auth trust --no-ssl --pgctl "$PGBIN/pg_ctl" \
-		--replication-quorum true --run
-	wait_for 180 "PostgreSQL node $node ($want)" node_reaches "$node" "$want"
-	as_pg "$node" pg_autoctl config set --pgdata "$STATE/pg/$node/data" \
-		timeout.network_partition_timeout 8 >/dev/null
-}
-
-# The Chronicle hosts' way in: the chronicle role, from the cluster's subnet. The line
-# goes into both data nodes' pg_hba.conf (each keeps its own file).
-pg_allow_chronicle() {
-	local node hba
-	as_pg pg1 psql -X -q -d "$DBNAME" -c \
-		"do \$\$ begin
-		   if not exists (select from pg_roles where rolname = '$DBUSER') then
-		     create role $DBUSER login;
-		   end if;
-		 end \$\$;
-		 alter database $DBNAME owner to $DBUSER;"
-	for node in pg1 pg2; do
-		hba=$STATE/pg/$node/data/pg_hba.conf
-		grep -q "^host $DBNAME $DBUSER $NET.0/24" "$hba" ||
-			echo "host $DBNAME $DBUSER $NET.0/24 trust" >>"$hba"
-		as_pg "$node" psql -X -qAt -d postgres -c "select pg_reload_conf()" >/dev/null
-	done
-	# A reload is a signal, taken in its own time: wait until the Chronicle hosts get in,
-	# through the very connection string they will use.
-	wait_for 30 "the chronicle role's access from the subnet" in_ns fe1 psql -X -qAt "$DATABASE_URL" -c "select 1"
-}
+# shellcheck source-path=SCRIPTDIR source=postgres.sh
+source "$ROOT/platform/cluster/postgres.sh"
 
 # ---- Chronicle -------------------------------------------------------------------------
 
@@ -387,40 +286,14 @@ frontends_up() {
 	done
 }
 
+# HAProxy reads its addresses from the environment ("${LB_BIND}" and so on in haproxy.cfg).
+haproxy_env() {
+	echo env "LB_BIND=$NET.20:$LB_PORT" "FE1_ADDR=$NET.21:$WEB_PORT" "FE2_ADDR=$NET.22:$WEB_PORT"
+}
+
 haproxy_up() {
-	mkdir -p "$STATE/hosts/lb"
-	cat >"$STATE/hosts/lb/haproxy.cfg" <<EOF
-# Generated by platform/cluster/cluster.sh: the load balancer in front of the frontends.
-global
-    maxconn 2000
-
-defaults
-    mode http
-    timeout connect 3s
-    timeout client 90s
-    # Above the 60 s long-polls of task queues and the 20 s history waits.
-    timeout server 90s
-    # A request whose frontend died before answering is tried once more on the other.
-    retries 2
-    option redispatch
-    option http-server-close
-
-frontend chronicle
-    bind $NET.20:$LB_PORT
-    default_backend frontends
-
-backend frontends
-    balance leastconn
-    # /readyz is 200 while the frontend reaches a writable PostgreSQL with every migration
-    # applied; a frontend that fails it twice gets no new requests until it passes again.
-    option httpchk
-    http-check send meth GET uri /readyz
-    http-check expect status 200
-    default-server inter 2s fall 2 rise 1
-    server fe1 $NET.21:$WEB_PORT check
-    server fe2 $NET.22:$WEB_PORT check
-EOF
-	haproxy -c -q -f "$STATE/hosts/lb/haproxy.cfg" || die "haproxy refused its configuration"
+	# shellcheck disable=SC2046 # haproxy_env prints words on purpose
+	$(haproxy_env) haproxy -c -q -f "$HAPROXY_CFG" || die "haproxy refused $HAPROXY_CFG"
 	start_host lb
 	wait_for 30 "HAProxy" ready "$LB_URL"
 }
@@ -453,7 +326,7 @@ start_host() {
 		spawn "$host" "$host" $(chronicle_env "$host") "CHRONICLE_URL=$LB_URL" "CHRONICLE_NAMESPACE=$NAMESPACE" \
 			"CHRONICLE_API_KEY=$(cluster_field api_key)" "$PY" -m chronicle.demo_worker
 		;;
-	haproxy) spawn "$host" "$host" haproxy -W -db -f "$STATE/hosts/lb/haproxy.cfg" ;;
+	haproxy) spawn "$host" "$host" $(haproxy_env) haproxy -W -db -f "$HAPROXY_CFG" ;;
 	pg-monitor | pg-data)
 		spawn "$host" "$host" --as postgres $(pg_env "$host") pg_autoctl run --pgdata "$STATE/pg/$host/data"
 		;;

@@ -1,5 +1,5 @@
-"""platform/cluster/cluster.sh without building a cluster: it parses, it is shellcheck-clean
-where shellcheck is installed, and it refuses what it does not know before touching the
+"""platform/cluster/ without building a cluster: the scripts parse, are shellcheck-clean
+where shellcheck is installed, and cluster.sh refuses what it does not know before touching the
 network. The cluster itself is tested by tests/e2e/test_cluster.py (root, on request)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "platform" / "cluster" / "cluster.sh"
+FOLDER = Path(__file__).resolve().parents[2] / "platform" / "cluster"
+SCRIPT = FOLDER / "cluster.sh"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -19,15 +20,18 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_script_parses() -> None:
-    done = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+def test_the_scripts_parse() -> None:
+    for script in FOLDER.glob("*.sh"):
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"{script.name}: {done.stderr}"
 
 
-def test_the_script_is_shellcheck_clean() -> None:
+def test_the_scripts_are_shellcheck_clean() -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed")
-    done = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True, check=False)
+    # -x: cluster.sh is checked together with the file it sources.
+    scripts = [str(script) for script in FOLDER.glob("*.sh")]
+    done = subprocess.run(["shellcheck", "-x", *scripts], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
 
 
