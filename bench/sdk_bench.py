@@ -114,7 +114,19 @@ def start_py_spy(pid: int | None, out: Path) -> subprocess.Popen[bytes] | None:
     if pid is None or not Path(exe).exists():
         log("py-spy not installed (requirements-bench.txt); no frontend profile")
         return None
-    cmd = [exe, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", "200", "--gil"]
+    cmd = [
+        exe,
+        "record",
+        "--pid",
+        str(pid),
+        "--format",
+        "raw",
+        "--output",
+        str(out),
+        "--rate",
+        "200",
+        "--gil",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
