@@ -17,6 +17,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_GET
 
 from executions import page_tokens
 from executions.models import AuditAction, AuditEntry
@@ -105,6 +106,7 @@ def _row(entry: AuditEntry) -> AuditRow:
 
 
 @login_required
+@require_GET
 def audit_log(request: HttpRequest, namespace: str) -> HttpResponse:
     access = reader(request, namespace)
     wanted = AuditFilter.of(request)

@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods
 
 from chronicle.errors import ChronicleError, ErrorCode
 from executions import audit
@@ -37,6 +37,7 @@ from history.models import HistoryEvent, WorkflowExecution
 from history.vocabulary import EventType
 
 
+@require_GET
 def index(request: HttpRequest) -> HttpResponse:
     """The user's namespaces; a member of one namespace goes straight to its workflows."""
     own = memberships(request)

@@ -15,7 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods
 
 from chronicle.errors import ChronicleError, invalid
 from executions import audit, selectors
@@ -101,6 +101,7 @@ def _row(described: dict[str, Any], statuses: dict[str, str]) -> ScheduleRow:
 
 
 @login_required
+@require_GET
 def schedule_list(request: HttpRequest, namespace: str) -> HttpResponse:
     access = reader(request, namespace)
     try:
@@ -136,6 +137,7 @@ def _policy(policy: dict[str, Any]) -> dict[str, Any]:
 
 
 @login_required
+@require_GET
 def schedule_detail(request: HttpRequest, namespace: str, schedule_id: str) -> HttpResponse:
     access = reader(request, namespace)
     described = selectors.schedule_describe(_schedule(access, schedule_id))

@@ -20,7 +20,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods
 
 from chronicle.errors import ChronicleError
 from executions import audit
@@ -277,6 +277,7 @@ def rate_limits(request: HttpRequest, namespace: str) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def rate_counts(request: HttpRequest, namespace: str) -> JsonResponse:
     """Granted and throttled counts per limit, read by the page every few seconds for live rates."""
     access = reader(request, namespace)

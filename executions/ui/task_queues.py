@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.views.decorators.http import require_GET
 
 from executions.ui.access import memberships, reader
 from history.models import TaskKind
@@ -86,6 +87,7 @@ def _sticky_of(name: str, queues: list[selectors.QueueSeen]) -> str:
 
 
 @login_required
+@require_GET
 def task_queue_list(request: HttpRequest, namespace: str) -> HttpResponse:
     access = reader(request, namespace)
     context = {
@@ -123,6 +125,7 @@ def _backlog_by_kind(backlog: list[dict[str, Any]]) -> list[KindBacklog]:
 
 
 @login_required
+@require_GET
 def task_queue_detail(request: HttpRequest, namespace: str, task_queue: str) -> HttpResponse:
     access = reader(request, namespace)
     described = selectors.task_queue_describe(access.namespace, task_queue)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve
 from django.urls import path, re_path
+from django.views.decorators.http import require_safe
 
 from executions.ui import (
     audit_log,
@@ -28,7 +29,12 @@ BATCH = "ns/<str:namespace>/batch/"
 
 urlpatterns = [
     path("", ui.index, name="index"),
-    path("login/", auth_views.LoginView.as_view(template_name="ui/login.html"), name="login"),
+    # A form: GET shows it, POST signs in (Django's form views would take a PUT as a POST).
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="ui/login.html", http_method_names=["get", "post"]),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(next_page="/"), name="logout"),
     path("namespaces/new/", namespace_new.new_namespace, name="ui-namespace-new"),
     path("ns/<str:namespace>/", lists.execution_list, name="ui-executions"),
@@ -76,7 +82,7 @@ urlpatterns = [
     ),
     path("ns/<str:namespace>/audit/", audit_log.audit_log, name="ui-audit"),
     # The UI's stylesheet is served by the app itself, so a deployment needs no web server for it.
-    re_path(r"^static/(?P<path>chronicle/.+)$", serve, {"insecure": True}),
+    re_path(r"^static/(?P<path>chronicle/.+)$", require_safe(serve), {"insecure": True}),
 ]
 
 # The execution page's live mode (``chronicle.asgi`` routes websockets here).
