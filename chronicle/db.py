@@ -63,15 +63,48 @@ def require_reachable_database() -> None:
     settings_dict = connection.settings_dict
     where = f"{settings_dict.get('HOST') or 'localhost'}:{settings_dict.get('PORT') or 5432}"
     where += f"/{settings_dict.get('NAME')}"
-    try:
-        psycopg.connect(listen_conninfo(), connect_timeout=REACHABLE_TIMEOUT_SECONDS).close()
-    except psycopg.Error as exc:
-        if any(message in str(exc) for message in BUSY_SERVER_MESSAGES):
-            return
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = unreachable(
+        lambda: psycopg.connect(listen_conninfo(), connect_timeout=REACHABLE_TIMEOUT_SECONDS)
+    )
+    if reason is not None:
         raise CommandError(
             f"cannot reach PostgreSQL at {where} ({reason}); check DATABASE_URL and that the server runs"
-        ) from None
+        )
+
+
+def unreachable(connect: Callable[[], psycopg.Connection[Any]]) -> str | None:
+    """Why the server cannot be reached by ``connect`` (a new connection, closed at once), or
+    None if it answered: a busy or starting server (:data:`BUSY_SERVER_MESSAGES`) answered."""
+    try:
+        connect().close()
+    except psycopg.Error as exc:
+        if any(message in str(exc) for message in BUSY_SERVER_MESSAGES):
+            return None
+        return _first_line(exc)
+    return None
+
+
+class Reachability:
+    """Whether the server answers, asked by one thread at a time and the answer shared for
+    :data:`REACHABILITY_TTL_SECONDS`: the requests waiting for a pooled connection ask it
+    together, and a busy server must not get a new connection attempt from each of them."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+        self.connect = connect
+        self.lock = threading.Lock()
+        self.reason: str | None = None
+        self.asked_at: float | None = None
+
+    def unreachable(self) -> str | None:
+        with self.lock:
+            fresh = self.asked_at is not None and time.monotonic() - self.asked_at < REACHABILITY_TTL_SECONDS
+            if not fresh:
+                self.reason = unreachable(self.connect)
+                self.asked_at = time.monotonic()
+            return self.reason
+
+
+REACHABILITY_TTL_SECONDS = 1.0
 
 
 def off_loop(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:

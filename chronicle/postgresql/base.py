@@ -10,6 +10,10 @@ failing the request that got it.
 
 A connection cut off without a word (a network partition) passes this check as it would
 pass the empty query until TCP gives up; libpq's keepalives cover that case either way.
+
+A checkout also fails fast when the server is out of reach (:class:`FailFastCheckout`):
+the pool's timeout (``CHRONICLE_DB_POOL_TIMEOUT``, 30 s) is sized for a busy pool, and
+the first request of an outage used to wait all of it before its 503.
 """
 
 from __future__ import annotations
@@ -19,6 +23,15 @@ from typing import Any
 
 import psycopg
 from django.db.backends.postgresql import base
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from chronicle.db import Reachability
+
+# How long a checkout waits for a pooled connection before asking whether the server is
+# there at all; past it, a server that refuses (or does not answer) fails the checkout.
+PROBE_AFTER_SECONDS = 1.0
+# A probe's connect timeout (psycopg's least): a server that drops packets costs this.
+PROBE_CONNECT_TIMEOUT = 2
 
 
 def check_pooled_connection(conn: psycopg.Connection[Any]) -> None:
@@ -32,8 +45,41 @@ def check_pooled_connection(conn: psycopg.Connection[Any]) -> None:
         conn.execute("")
 
 
+class FailFastCheckout:
+    """A pool's checkout that tells a busy pool from a server out of reach.
+
+    It waits :data:`PROBE_AFTER_SECONDS` for a connection as the pool would; if none came,
+    it tries one direct connection (:class:`chronicle.db.Reachability`, shared by the
+    waiting threads): a server that refuses it, or is not there, fails the checkout at
+    once with the pool's ``PoolTimeout`` (a 503, :func:`chronicle.db.unavailable`, which
+    then shortens the pool's wait for the rest of the outage). A server that answers, even
+    "too many clients", is merely busy: the checkout waits out the rest of its timeout.
+    """
+
+    def __init__(self, pool: ConnectionPool[Any], params: dict[str, Any]) -> None:
+        """``params``: the pool's connection's (Django's ``get_connection_params()``)."""
+        self.pool = pool
+        self.getconn = pool.getconn  # the pool's own
+        probe = {**params, "connect_timeout": PROBE_CONNECT_TIMEOUT, "autocommit": True}
+        self.reachability = Reachability(lambda: psycopg.connect(**probe))
+
+    def __call__(self, timeout: float | None = None) -> Any:
+        whole = self.pool.timeout if timeout is None else timeout
+        first = min(whole, PROBE_AFTER_SECONDS)
+        try:
+            return self.getconn(timeout=first)
+        except PoolTimeout:
+            if first >= whole:
+                raise
+        reason = self.reachability.unreachable()
+        if reason is not None:
+            raise PoolTimeout(f"no connection: the database server is unreachable ({reason})")
+        return self.getconn(timeout=whole - first)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
-    """Django's wrapper; its pool, with health checks on, checks with the socket first."""
+    """Django's wrapper; its pool, with health checks on, checks with the socket first, and
+    its checkout fails fast while the server is out of reach."""
 
     @property
     def pool(self) -> Any:
@@ -41,4 +87,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if pool is not None and self.settings_dict["CONN_HEALTH_CHECKS"]:
             # Django passes its own check to the pool it builds and takes no other.
             pool._check = check_pooled_connection
+        if pool is not None and not isinstance(pool.getconn, FailFastCheckout):
+            # Django calls the pool's getconn(); the pool is built in Django's property.
+            pool.getconn = FailFastCheckout(pool, self.get_connection_params())
         return pool
