@@ -19,7 +19,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
 from chronicle.db import unavailable
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import UNKNOWN_FIELD, ChronicleError, ErrorCode, invalid_fields
 
 MAX_JSON_DEPTH = 64
 # The longest duration a request may name (timeouts, delays, intervals): a hundred years.
@@ -114,6 +114,36 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, drf_exceptions.APIException):
         return Response({"code": "error", "message": str(exc.detail)}, status=exc.status_code)
     return None
+
+
+def refuse_unknown_fields(serializer: serializers.BaseSerializer[Any], data: Any) -> None:
+    """Refuse a body with a field ``serializer`` does not have, at any depth of its nested
+    serializers: DRF would drop it unread, and a misspelt option (``reasn``,
+    ``execution_timout``) would run the call without it. The lean lane's bodies refuse
+    theirs the same way (``forbid_unknown_fields``)."""
+    fields = unknown_fields(serializer, data)
+    if fields:
+        raise invalid_fields(fields)
+
+
+def unknown_fields(serializer: Any, data: Any) -> dict[str, Any]:
+    """The fields of ``data`` that ``serializer`` lacks, as field errors (``{}`` if none);
+    data of the wrong shape is left to the serializer's own validation."""
+    if isinstance(serializer, serializers.ListSerializer | serializers.ListField):
+        if not isinstance(data, list):
+            return {}
+        items = {str(i): unknown_fields(serializer.child, item) for i, item in enumerate(data)}
+        return {i: errors for i, errors in items.items() if errors}
+    if not isinstance(serializer, serializers.Serializer) or not isinstance(data, dict):
+        return {}
+    known = serializer.fields
+    errors: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in known:
+            errors[name] = [UNKNOWN_FIELD]
+        elif nested := unknown_fields(known[name], value):
+            errors[name] = nested
+    return errors
 
 
 class StrictCharField(serializers.CharField):

@@ -87,3 +87,27 @@ def invalid(message: str, **details: Any) -> ChronicleError:
 
 def not_found(message: str) -> ChronicleError:
     return ChronicleError(ErrorCode.NOT_FOUND, message)
+
+
+# A body's field that its request does not have: refused, not ignored, on every route (a
+# misspelt option silently dropped would run the call without it).
+UNKNOWN_FIELD = "is not a field of this request"
+
+
+def invalid_fields(fields: dict[str, Any]) -> ChronicleError:
+    """The 400 for a body's field errors (``{field: [message]}``, nested for nested bodies);
+    its message names the unknown fields, if any, by their dotted paths."""
+    unknown = _paths_with(UNKNOWN_FIELD, fields)
+    message = f"unknown field(s): {', '.join(unknown)}" if unknown else "invalid request"
+    return ChronicleError(ErrorCode.INVALID_ARGUMENT, message, details={"fields": fields})
+
+
+def _paths_with(message: str, errors: dict[str, Any], prefix: str = "") -> list[str]:
+    found = []
+    for name, sub in errors.items():
+        path = f"{prefix}{name}"
+        if isinstance(sub, list) and message in sub:
+            found.append(path)
+        elif isinstance(sub, dict):
+            found += _paths_with(message, sub, path + ".")
+    return found

@@ -25,7 +25,7 @@ import msgspec
 from django.conf import settings
 
 from chronicle.api import MAX_JSON_DEPTH, MAX_SECONDS, parse_json_body, refuse_nul
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import ChronicleError, ErrorCode, invalid_fields
 from chronicle.lane_errors import field_errors
 
 UNSET: Any = msgspec.UNSET
@@ -101,9 +101,11 @@ def encode(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-class Body(msgspec.Struct, kw_only=True):
+class Body(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Base of every lane body: strings are trimmed and JSON fields refuse an explicit null,
-    as the DRF fields did (``CharField`` trims; ``JSONField`` refuses null).
+    as the DRF fields did (``CharField`` trims; ``JSONField`` refuses null); a field the body
+    does not have is refused (:data:`chronicle.errors.UNKNOWN_FIELD`), as by the DRF views,
+    and the schema says so (``additionalProperties: false``).
 
     ``json_fields`` name the fields of any JSON; ``blank_allowed`` the text fields that
     may be empty once trimmed (DRF's ``allow_blank=True``); the field errors read both.
@@ -162,10 +164,7 @@ def convert(value: dict[str, Any], struct: type[B]) -> B:
     try:
         return msgspec.convert(value, struct, strict=False)
     except msgspec.ValidationError:
-        fields = field_errors(struct, value)
-        raise ChronicleError(
-            ErrorCode.INVALID_ARGUMENT, "invalid request", details={"fields": fields}
-        ) from None
+        raise invalid_fields(field_errors(struct, value)) from None
 
 
 def _may_need_the_walk(raw: bytes) -> bool:

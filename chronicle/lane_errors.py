@@ -17,6 +17,8 @@ from typing import Any
 import msgspec
 from msgspec import inspect as mi
 
+from chronicle.errors import UNKNOWN_FIELD
+
 REQUIRED = "This field is required."
 NULL = "This field may not be null."
 BLANK = "This field may not be blank."
@@ -60,6 +62,9 @@ def _struct_errors(info: mi.StructType, body: dict[str, Any]) -> dict[str, Any]:
         problem = _value_errors(rules, field.name, field.type, body[field.encode_name], top=True)
         if problem:
             errors[field.encode_name] = problem
+    if info.forbid_unknown_fields:
+        known = {field.encode_name for field in info.fields}
+        errors.update({name: [UNKNOWN_FIELD] for name in body if name not in known})
     return errors
 
 

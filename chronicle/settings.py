@@ -194,6 +194,7 @@ SPECTACULAR_SETTINGS = {
         "matching.lane_schema.add_lane_to_schema",
         "executions.lane_schema.add_lane_to_schema",
         "matching.lane_schema.add_async_endpoints_to_schema",
+        "chronicle.openapi.close_request_bodies",
     ],
 }
 

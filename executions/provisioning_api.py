@@ -22,7 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chronicle.api import refuse_nul
+from chronicle.api import refuse_nul, refuse_unknown_fields
 from chronicle.errors import ChronicleError, ErrorCode
 from chronicle.openapi import endpoint
 from executions import provisioning
@@ -81,13 +81,8 @@ class ProvisioningApi(APIView):
 
 def _valid(serializer: Any) -> Any:
     """The validated serializer; a field it does not know (a misspelt setting) is refused,
-    not ignored."""
-    unknown = sorted(set(serializer.initial_data) - set(serializer.fields))
-    if unknown:
-        fields = {name: ["is not a field of this request"] for name in unknown}
-        raise ChronicleError(
-            ErrorCode.INVALID_ARGUMENT, f"unknown field(s): {', '.join(unknown)}", details={"fields": fields}
-        )
+    not ignored: in a query string too, here."""
+    refuse_unknown_fields(serializer, serializer.initial_data)
     serializer.is_valid(raise_exception=True)
     return serializer
 

@@ -18,9 +18,11 @@ from typing import Annotated
 import msgspec
 from django.conf import settings
 
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.api import parse_json_body
+from chronicle.errors import UNKNOWN_FIELD, ChronicleError, ErrorCode, invalid_fields
 from chronicle.lane import Call, Reply, encode, require_method
 from chronicle.lane_asgi import Route, one_trip
+from chronicle.lane_errors import field_errors
 from matching.lane import ENDPOINTS, respond
 from namespaces.auth import api_key_from_header
 
@@ -28,14 +30,14 @@ MAX_RESPONSES = 64
 _BY_KIND = {endpoint.path: endpoint for endpoint in ENDPOINTS}
 
 
-class Report(msgspec.Struct, kw_only=True):
+class Report(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One call of a batch: which token call, and its body as it would be sent alone."""
 
     kind: str
     body: msgspec.Raw
 
 
-class ReportBatch(msgspec.Struct, kw_only=True):
+class ReportBatch(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Token calls of one task queue, answered in order (1 to 64)."""
 
     responses: Annotated[list[Report], msgspec.Meta(min_length=1, max_length=MAX_RESPONSES)]
@@ -77,6 +79,10 @@ def _decode_batch(raw: bytes) -> ReportBatch:
     try:
         return _BATCH.decode(raw)
     except msgspec.ValidationError as exc:
+        envelope = parse_json_body(raw)  # vetted: a NaN elsewhere is malformed, not a 500
+        fields = field_errors(ReportBatch, envelope) if isinstance(envelope, dict) else {}
+        if UNKNOWN_FIELD in str(fields):  # named as on every route: field by field
+            raise invalid_fields(fields) from None
         raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"invalid request: {exc}") from None
     except msgspec.DecodeError as exc:
         raise ChronicleError(ErrorCode.MALFORMED_REQUEST, f"malformed JSON: {exc}") from None

@@ -35,7 +35,7 @@ class Body(LaneBody, kw_only=True):
         return self.fields()
 
 
-class WorkerVersion(msgspec.Struct, kw_only=True):
+class WorkerVersion(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A worker's build: Temporal's ``WorkerVersionStamp`` / ``WorkerVersionCapabilities``."""
 
     blank_allowed: ClassVar[frozenset[str]] = frozenset({"build_id"})

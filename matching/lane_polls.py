@@ -27,7 +27,7 @@ from typing import Any
 from chronicle.api import parse_json_body
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
-from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.errors import UNKNOWN_FIELD, ChronicleError, ErrorCode, invalid_fields
 from chronicle.lane import Call, Reply, encode, require_method
 from chronicle.lane_asgi import Handler, Trips, waiting
 from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id
@@ -39,6 +39,10 @@ from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import Namespace
 
 NO_TASK = Reply(204, b"")
+# The fields of a poll's body and of its worker_version_capabilities (the schema's
+# ``PollRequest``, :mod:`matching.lane_schema`): any other is refused, as on every route.
+POLL_FIELDS = frozenset({"identity", "timeout", "worker_version_capabilities", "max_tasks"})
+VERSION_FIELDS = frozenset({"build_id", "use_versioning"})
 # A queue's name as the task rows hold it (the column's width).
 MAX_TASK_QUEUE_LENGTH = 1000
 # The poll endpoints, for the OpenAPI schema (:mod:`matching.lane_schema`).
@@ -71,6 +75,7 @@ class Poll:
     @classmethod
     def read(cls, call: Call, kind: str) -> Poll:
         body = parse_json_body(call.body)
+        _refuse_unknown_fields(body)
         if len(call.params["task_queue"]) > MAX_TASK_QUEUE_LENGTH:
             message = f"the task queue's name is longer than {MAX_TASK_QUEUE_LENGTH} characters"
             raise ChronicleError(ErrorCode.INVALID_ARGUMENT, message)
@@ -101,6 +106,20 @@ class Poll:
         if not tasks:
             return NO_TASK
         return Reply(200, encode({"tasks": tasks} if self.batch else tasks[0]))
+
+
+def _refuse_unknown_fields(body: Any) -> None:
+    """A misspelt poll option (``identty``, ``max_task``) is refused, not ignored."""
+    if not isinstance(body, dict):
+        return  # not an object: the fields' own reads refuse it
+    fields: dict[str, Any] = {name: [UNKNOWN_FIELD] for name in body if name not in POLL_FIELDS}
+    version = body.get("worker_version_capabilities")
+    if isinstance(version, dict):
+        nested = {name: [UNKNOWN_FIELD] for name in version if name not in VERSION_FIELDS}
+        if nested:
+            fields["worker_version_capabilities"] = nested
+    if fields:
+        raise invalid_fields(fields)
 
 
 def _max_tasks(value: Any) -> int:

@@ -18,7 +18,7 @@ from matching import schemas
 from matching.dispatch import MAX_TASKS_PER_POLL
 from matching.lane import ENDPOINTS
 from matching.lane_batch import ReportBatch, ReportBatchAnswer
-from matching.lane_polls import POLL_ENDPOINTS
+from matching.lane_polls import POLL_ENDPOINTS, POLL_FIELDS, VERSION_FIELDS
 
 QUEUE_PATH = "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/"
 _RESPONSES: dict[str, type[Any]] = {
@@ -39,6 +39,7 @@ POLL_REQUEST_SCHEMA: dict[str, Any] = {
                 "build_id": {"type": "string", "maxLength": 255},
                 "use_versioning": {"type": "boolean", "default": False},
             },
+            "additionalProperties": False,
         },
         "max_tasks": {
             "type": "integer",
@@ -48,7 +49,11 @@ POLL_REQUEST_SCHEMA: dict[str, Any] = {
             "{tasks: [...]}, the first waited for, the rest those visible at once",
         },
     },
+    "additionalProperties": False,
 }
+# The description and the poll's check of its fields are one list.
+assert set(POLL_REQUEST_SCHEMA["properties"]) == POLL_FIELDS
+assert set(POLL_REQUEST_SCHEMA["properties"]["worker_version_capabilities"]["properties"]) == VERSION_FIELDS
 
 
 def add_lane_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:

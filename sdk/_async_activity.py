@@ -75,7 +75,9 @@ class AsyncActivityHandle:
 
     async def _post(self, kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
         queue, token = await self._token()
-        body = {"task_token": token, "identity": self._identity, **body}
+        # A heartbeat names no identity (the server refuses a field a call does not have).
+        identity = None if kind == "heartbeat" else self._identity
+        body = {"task_token": token, "identity": identity, **body}
         path = f"/task-queues/{quote(queue, safe='')}/activity-tasks/{kind}"
         return await self._client.transport.post(path, {k: v for k, v in body.items() if v is not None})
 
