@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +49,14 @@ class Outcome:
     faults: dict[str, FaultStats] = field(default_factory=dict)
     totals: Totals = field(default_factory=Totals)
     skipped: list[str] = field(default_factory=list)
+    exits: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+    @property
+    def held(self) -> bool:
+        """The data checks passed, every fault recovered, and no process died on its own."""
+        recovered = all(stats.survived == stats.injected for stats in self.faults.values())
+        return self.totals.passed and recovered and not self.exits
 
 
 async def drive(stack: Stack, cluster: Cluster | None, options: argparse.Namespace, outcome: Outcome) -> None:
@@ -67,6 +76,7 @@ async def drive(stack: Stack, cluster: Cluster | None, options: argparse.Namespa
         log(f"nemesis: {options.rounds} round(s) of {', '.join(nemesis.kinds())}")
         await nemesis.run(options.rounds, stop)
         outcome.faults = nemesis.stats
+        outcome.exits = nemesis.exits
     await load_task
     log(f"load stopped after {len(ledger.ops)} operations; draining (up to {options.drain:.0f} s)")
     loop = asyncio.get_running_loop()
@@ -78,7 +88,7 @@ async def drive(stack: Stack, cluster: Cluster | None, options: argparse.Namespa
     totals.range_samples, totals.range_bumps = sampler.samples, sampler.bumps
     for regression in sampler.regressions:
         totals.flag("range_regressions", regression)
-    await check(client, ledger, totals)
+    await check(client, ledger, totals, stack.effects)
     await client.close()
 
 
@@ -108,15 +118,21 @@ def run_once(options: argparse.Namespace) -> Outcome:
         if stack is not None:
             stack.stop()
         if cluster is not None:
-            cluster.stop("immediate")
+            with contextlib.suppress(subprocess.CalledProcessError):  # it may never have started
+                cluster.stop("immediate")
         else:
             drop_database(server, name)
         outcome.seconds = round(time.monotonic() - began, 1)
-        if options.keep or not (outcome.totals.passed or options.planted):
+        if options.keep or not (outcome.held or options.planted):
             log(f"kept {run_dir} (logs, ledger, nemesis log)")
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
     return outcome
+
+
+def planted_caught(planted: Outcome) -> bool:
+    """The planted bug loses acknowledged signals: caught means the checker reports them lost."""
+    return planted.totals.lost > 0
 
 
 def table(fault_run: Outcome | None, planted: Outcome | None) -> str:
@@ -132,6 +148,7 @@ def table(fault_run: Outcome | None, planted: Outcome | None) -> str:
             lines.append(f"{TITLES[name]:<40} {stats.injected:>8} {stats.survived:>8}")
             lines += [f"  {note}" for note in sorted(set(stats.notes))[:5]]
         lines += [f"skipped: {s}" for s in fault_run.skipped]
+        lines += [f"process exited by itself (restarted): {e}" for e in fault_run.exits]
         rows = [
             (
                 "operations accepted (2xx)",
@@ -147,6 +164,10 @@ def table(fault_run: Outcome | None, planted: Outcome | None) -> str:
             ("timers checked", f"{t.timers_checked} ({t.timer_errors} not fired exactly once)"),
             ("activities checked", f"{t.activities_checked} ({t.activity_errors} not closed exactly once)"),
             (
+                "activity executions (at least once)",
+                f"{t.executions_begun} begun, {t.executions_ended} ended, {t.activities_completed} completed",
+            ),
+            (
                 "range_id samples",
                 f"{t.range_samples} ({t.range_bumps} takeovers seen, {t.range_regressions} regressions)",
             ),
@@ -155,7 +176,7 @@ def table(fault_run: Outcome | None, planted: Outcome | None) -> str:
         lines += ["", *(f"{label:<40} {value}" for label, value in rows)]
         lines += [f"  {a}" for a in t.anomalies[:20]]
     if planted is not None:
-        caught = not planted.totals.passed
+        caught = planted_caught(planted)
         lines += [
             "",
             f"planted bug (2xx before a rolled-back signal commit, p={PLANTED_RATE}): "
@@ -200,12 +221,12 @@ def main(argv: list[str]) -> int:
     print(table(fault_run, planted))
     report: dict[str, Any] = {}
     if fault_run is not None:
-        report["fault_run"] = {**asdict(fault_run), "passed": fault_run.totals.passed}
+        report["fault_run"] = {**asdict(fault_run), "passed": fault_run.totals.passed, "held": fault_run.held}
     if planted is not None:
-        report["planted"] = {**asdict(planted), "caught": not planted.totals.passed}
+        report["planted"] = {**asdict(planted), "caught": planted_caught(planted)}
     if options.json is not None:
         options.json.write_text(json.dumps(report, indent=2))
-    ok = (fault_run is None or fault_run.totals.passed) and (planted is None or not planted.totals.passed)
+    ok = (fault_run is None or fault_run.held) and (planted is None or planted_caught(planted))
     return 0 if ok else 1
 
 

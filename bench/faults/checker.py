@@ -23,8 +23,10 @@ run's history) and checks, Jepsen-style:
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sdk._runtime.replayer import WorkflowHistory
@@ -69,6 +71,9 @@ class Totals:
     timers_checked: int = 0
     timer_errors: int = 0
     activities_checked: int = 0
+    activities_completed: int = 0
+    executions_begun: int = 0  # physical attempts, from the workers' effect ledger
+    executions_ended: int = 0
     activity_errors: int = 0
     range_samples: int = 0
     range_bumps: int = 0
@@ -82,7 +87,8 @@ class Totals:
 
     @property
     def passed(self) -> bool:
-        return not (
+        """Every check held, over a run that had something to check."""
+        return self.accepted > 0 and not (
             self.lost
             or self.duplicated
             or self.unexpected
@@ -147,6 +153,7 @@ def check_shape(run: Run, totals: Totals) -> None:
                 f"{run.workflow_id}/{run.run_id}: timer {started['attributes']} closed {times}x",
             )
     closed = Counter(int(e["attributes"].get("scheduled_event_id") or 0) for e in run.of(*CLOSES_ACTIVITY))
+    totals.activities_completed += len(run.of("ActivityTaskCompleted"))
     for scheduled in run.of("ActivityTaskScheduled"):
         totals.activities_checked += 1
         times = closed[int(scheduled["event_id"])]
@@ -218,8 +225,18 @@ def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, tota
         totals.flag("unexpected", f"signal {key} in a history, never attempted")
 
 
-async def check(client: Client, ledger: Ledger, totals: Totals) -> Totals:
+def count_executions(effects: Path, totals: Totals) -> None:
+    """Physical activity attempts against logical completions: at least once, more after a kill."""
+    if not effects.exists():
+        return
+    phases = Counter(json.loads(line)["phase"] for line in effects.read_text(encoding="utf-8").splitlines())
+    totals.executions_begun, totals.executions_ended = phases["begin"], phases["end"]
+
+
+async def check(client: Client, ledger: Ledger, totals: Totals, effects: Path | None = None) -> Totals:
     """Fill ``totals`` from the namespace's histories (``totals`` may hold the sampler's figures)."""
+    if effects is not None:
+        count_executions(effects, totals)
     runs = await fetch_runs(client)
     for run in runs:
         check_shape(run, totals)

@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,19 @@ TITLES = {
     "pg_restart": "PostgreSQL crash restart",
     "owner_pause": "SIGSTOP shard owner past lease",
 }
-UNOWNED_SHARDS = "SELECT count(*) FROM history_shard WHERE lease_expires_at < now() OR owner = ''"
+# A live owner renews every lease a third of the way through: renewed after ``since``, a
+# lease runs past ``since`` plus a whole lease.
+STALE_SHARDS = (
+    "SELECT count(*) FROM history_shard WHERE owner = '' OR lease_expires_at IS NULL"
+    f" OR lease_expires_at < %s + interval '{LEASE_SECONDS} s'"
+)
 SHARDS_BY_OWNER = "SELECT owner, count(*) FROM history_shard GROUP BY owner ORDER BY 2 DESC"
 TIMERS_DUE = "SELECT count(*) FROM history_timertask WHERE fire_at < now() + interval '2 s'"
-TAKEN_OVER = "SELECT count(*) FROM history_shard WHERE shard_id = ANY(%s) AND owner <> %s"
+HEARTBEAT_AGES = (
+    "SELECT owner, round(extract(epoch FROM now() - heartbeat_at)::numeric, 1)::text"
+    " FROM history_shardownerprocess ORDER BY owner"
+)
+TAKEN_OVER = "SELECT count(*) FROM history_shard WHERE shard_id = ANY(%s) AND owner NOT IN (%s, '')"
 
 
 @dataclass
@@ -98,6 +108,7 @@ class Nemesis:
         self.rng = rng
         self.stats: dict[str, FaultStats] = {name: FaultStats() for name in self.kinds()}
         self.log = (stack.run_dir / "nemesis.jsonl").open("a", encoding="utf-8")
+        self.exits: list[str] = []  # processes that exited by themselves: each a finding
 
     def kinds(self) -> list[str]:
         return [f for f in FAULTS if f != "pg_restart" or self.cluster is not None]
@@ -114,7 +125,18 @@ class Nemesis:
             for fault in order:
                 await asyncio.sleep(self.rng.uniform(0.5, 2.0))
                 await self.inject(fault)
+                await asyncio.to_thread(self.revive)
         stop.set()
+
+    def revive(self) -> None:
+        """Start again any process of the stack that exited without the nemesis killing it,
+        and note it: a process that dies of a fault it should ride out is a finding."""
+        for name, process in list(self.stack.group.processes.items()):
+            code = process.poll()
+            if code is not None:
+                self.exits.append(f"{name} exited by itself with code {code}")
+                self.note("revive", "restarted", process=name, code=code)
+                self.stack.restart(name)
 
     async def inject(self, fault: str) -> None:
         actions: dict[str, Callable[[], Awaitable[bool]]] = {
@@ -148,22 +170,22 @@ class Nemesis:
                 await asyncio.sleep(0.5)
         return False
 
-    async def shards_owned(self, within: float) -> bool:
-        """Every shard leased by a live owner again."""
+    async def shards_owned(self, since: datetime, within: float) -> bool:
+        """Every shard's lease renewed or taken after ``since`` (database time): a live owner
+        holds each one again. (A dead owner's lease stays valid until it expires, so "no
+        lease expired" alone would pass at once.)"""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            try:
-                rows = await asyncio.to_thread(
-                    sql,
-                    self.stack.db_url,
-                    "SELECT count(*) FROM history_shard WHERE lease_expires_at < now() OR owner = ''",
-                )
+            with contextlib.suppress(psycopg.Error):
+                rows = await asyncio.to_thread(sql, self.stack.db_url, STALE_SHARDS, (since,))
                 if rows and rows[0][0] == 0:
                     return True
-            except psycopg.Error:
-                pass
             await asyncio.sleep(0.5)
         return False
+
+    def db_now(self) -> datetime:
+        when: datetime = sql(self.stack.db_url, "SELECT now()")[0][0]
+        return when
 
     def owners_by_shards(self) -> list[tuple[str, int]]:
         rows = sql(
@@ -249,11 +271,12 @@ class Nemesis:
         owners = await asyncio.to_thread(self.owners_by_shards)
         name = owners[0][0] if owners else self.rng.choice(OWNERS)
         pid = self.stack.pid(name)
+        killed_at = await asyncio.to_thread(self.db_now)
         os.kill(pid, signal.SIGKILL)
         self.note("owner_kill", "killed", owner=name, pid=pid, timers_due=timers)
         await asyncio.sleep(1.0)
         await asyncio.to_thread(self.stack.restart, name)
-        return await self.shards_owned(LEASE_SECONDS * 4 + 10)
+        return await self.shards_owned(killed_at, LEASE_SECONDS * 4 + 10)
 
     async def owner_pause(self) -> bool:
         owners = await asyncio.to_thread(self.owners_by_shards)
@@ -281,7 +304,11 @@ class Nemesis:
         finally:
             os.kill(pid, signal.SIGCONT)
         self.note("owner_pause", "resumed", owner=name, taken_over=taken)
-        return taken and await self.shards_owned(LEASE_SECONDS * 4 + 10)
+        if not taken:  # say why: is the other owner alive and heartbeating?
+            beats = await asyncio.to_thread(sql, self.stack.db_url, HEARTBEAT_AGES)
+            alive = {n: self.stack.group.processes[self.stack.process_name(n)].poll() is None for n in OWNERS}
+            self.stats["owner_pause"].notes.append(f"not taken over; heartbeat ages {beats}, running {alive}")
+        return taken and await self.shards_owned(await asyncio.to_thread(self.db_now), LEASE_SECONDS * 4 + 10)
 
     async def pg_drop(self) -> bool:
         rows = await asyncio.to_thread(
