@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -51,23 +52,41 @@ class WakeupHub:
             self._task = asyncio.get_running_loop().create_task(self._listen())
 
     async def _listen(self) -> None:
+        lost_since: float | None = None
         while True:
             try:
                 assert self._conninfo is not None
                 async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {TASKS_CHANNEL}")
                     await conn.execute(f"LISTEN {HISTORY_CHANNEL}")
+                    if lost_since is not None:
+                        log.warning("LISTEN connection back after %.1f s", time.monotonic() - lost_since)
+                        lost_since = None
                     await self._deliver_until_lost(conn.pgconn)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as error:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     # A cancel that psycopg surfaced as its own error (the loop is closing):
                     # reconnecting would swallow it and keep the loop from ever closing.
                     raise
-                log.exception("LISTEN connection lost; reconnecting")
+                lost_since = self._note_lost(error, lost_since)
                 await asyncio.sleep(0.5)
+
+    @staticmethod
+    def _note_lost(error: Exception, lost_since: float | None) -> float:
+        """Log a lost LISTEN connection once per outage, not on every retry (a PostgreSQL
+        restart meant a traceback every half second); an unexpected error in full."""
+        if not isinstance(error, psycopg.Error | OSError):
+            log.exception("LISTEN listener failed; reconnecting")
+        elif lost_since is None:
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            log.warning(
+                "LISTEN connection lost (%s); reconnecting (waiting polls re-check on their own)",
+                first_line,
+            )
+        return time.monotonic() if lost_since is None else lost_since
 
     async def _deliver_until_lost(self, pgconn: Any) -> None:
         """Wake the waiters of every notification that arrives, until the connection fails.

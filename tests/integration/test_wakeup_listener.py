@@ -5,6 +5,7 @@ again with nothing after it missed."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from typing import Any
@@ -60,7 +61,11 @@ def test_a_burst_is_delivered_whole_and_a_foreign_payload_is_skipped(other_conne
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_lost_listen_connection_is_made_again(other_connection: Any) -> None:
+def test_a_lost_listen_connection_is_made_again(
+    other_connection: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="chronicle.longpoll")
+
     async def story() -> None:
         hub = WakeupHub()
         hub.ensure_listening(database_conninfo())
@@ -77,6 +82,14 @@ def test_a_lost_listen_connection_is_made_again(other_connection: Any) -> None:
         assert await reader
 
     asyncio.run(story())
+    # An operator reads one line when it is lost and one when it is back, no traceback.
+    texts = [r.getMessage() for r in caplog.records]
+    assert len(texts) == 2, texts
+    assert texts[0].startswith("LISTEN connection lost (") and texts[1].startswith(
+        "LISTEN connection back after"
+    )
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    assert not any(r.exc_info for r in caplog.records)
 
 
 def test_the_listener_stops_when_its_loop_closes_while_notifications_arrive(other_connection: Any) -> None:
