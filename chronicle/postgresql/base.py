@@ -84,10 +84,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self) -> Any:
         pool = super().pool  # type: ignore[misc]  # (Django's stubs lack the pool)
-        if pool is not None and self.settings_dict["CONN_HEALTH_CHECKS"]:
-            # Django passes its own check to the pool it builds and takes no other.
-            pool._check = check_pooled_connection
         if pool is not None and not isinstance(pool.getconn, FailFastCheckout):
-            # Django calls the pool's getconn(); the pool is built in Django's property.
+            # Once per pool, which Django builds in its property and shares between threads.
+            if self.settings_dict["CONN_HEALTH_CHECKS"]:
+                # Django passes its own check to the pool it builds and takes no other.
+                pool._check = check_pooled_connection
+            # Django calls the pool's getconn().
             pool.getconn = FailFastCheckout(pool, self.get_connection_params())
         return pool

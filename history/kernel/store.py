@@ -208,8 +208,8 @@ def send(write: Write) -> None:
         members = ", ".join(f"{name} AS ({part})" for name, part in zip(names, write.parts, strict=True))
         reads = _final_reads(write, names)
         sql = f"WITH {members} {reads}"
-    with bound_cursor(numbered=True) as cursor:
-        cursor.execute(_numbered(sql), write.params)
+    with bound_cursor() as cursor:
+        cursor.execute(sql, write.params)
         if write.returning:
             _assign_ids([rows for _, rows in write.returning], cursor.fetchall())
 
@@ -220,13 +220,14 @@ def _numbered(sql: str) -> str:
 
     psycopg finds a statement's placeholders by scanning its text, and remembers the scan
     only for short statements of few parameters; a write is neither, so it was scanned on
-    every call. Numbered once here (the shapes are few), the text goes as it is.
+    every call. Numbered once here (the shapes are few), the text goes as it is. No kernel
+    statement holds a literal ``%`` or a named placeholder.
     """
     pieces = sql.split("%s")
     return "".join(f"{piece}${i}" for i, piece in enumerate(pieces[:-1], start=1)) + pieces[-1]
 
 
-def bound_cursor(*, numbered: bool = False) -> Any:
+def bound_cursor() -> Any:
     """A cursor of Django's current connection (its transaction, its query logging) that
     sends parameters apart from the statement, as PostgreSQL's extended protocol does.
 
@@ -243,15 +244,15 @@ def bound_cursor(*, numbered: bool = False) -> Any:
     if db.queries_logged:
         # Django's query log (DEBUG, a test capturing queries) reads a statement's text,
         # which psycopg keeps only for a statement it sends whole: logged ones go unprepared.
-        logged = _LoggedNumberedCursor if numbered else _LoggedCursor
-        return db.make_debug_cursor(logged(db.connection))
-    return db.make_cursor((_PreparingNumberedCursor if numbered else _PreparingCursor)(db.connection))
+        return db.make_debug_cursor(_LoggedCursor(db.connection))
+    return db.make_cursor(_PreparingCursor(db.connection))
 
 
-class _PreparingCursor(psycopg.Cursor[Any]):
-    """A cursor whose statements are prepared on their first run (Django's wrapper, which
-    logs and counts them, passes no ``prepare``); each stays in the connection's cache of
-    prepared statements, up to psycopg's limit of a hundred."""
+class _PreparingCursor(psycopg.RawCursor[Any]):
+    """A cursor whose statements are numbered (:func:`_numbered`) and prepared on their
+    first run (Django's wrapper, which logs and counts them, passes no ``prepare``); each
+    stays in the connection's cache of prepared statements, up to psycopg's limit of a
+    hundred."""
 
     _prepare = True
 
@@ -259,7 +260,7 @@ class _PreparingCursor(psycopg.Cursor[Any]):
         self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
     ) -> Any:
         return super().execute(
-            query, params, prepare=self._prepare if prepare is None else prepare, binary=binary
+            _numbered(query), params, prepare=self._prepare if prepare is None else prepare, binary=binary
         )
 
 
@@ -268,14 +269,6 @@ class _LoggedCursor(_PreparingCursor):
     text: even one an unlogged run on the same connection prepared earlier."""
 
     _prepare = False
-
-
-class _PreparingNumberedCursor(psycopg.RawCursor[Any], _PreparingCursor):
-    """A preparing cursor for statements whose placeholders are already numbered (``$1``)."""
-
-
-class _LoggedNumberedCursor(psycopg.RawCursor[Any], _LoggedCursor):
-    """A logged cursor for statements whose placeholders are already numbered (``$1``)."""
 
 
 def _final_reads(write: Write, names: list[str]) -> str:
