@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -100,7 +101,22 @@ def _value_errors(rules: _Rules, name: str, kind: mi.Type, value: Any, *, top: b
         return _dict_errors(rules, name, kind, value)
     if isinstance(kind, mi.StructType):
         return _nested_errors(kind, value)
+    if isinstance(kind, mi.DateTimeType):
+        return _datetime_errors(kind, value)
     return None
+
+
+def _datetime_errors(kind: mi.DateTimeType, value: Any) -> Errors | None:
+    """A date and time in ISO 8601, with its offset where the field asks for one."""
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            parsed = None
+        if parsed is not None and (not kind.tz or parsed.tzinfo is not None):
+            return None
+    offset = " with its UTC offset" if kind.tz else ""
+    return [f"Datetime has wrong format. Use an ISO 8601 date and time{offset}."]
 
 
 def _text_errors(rules: _Rules, name: str, kind: mi.StrType, value: Any) -> Errors | None:

@@ -44,18 +44,32 @@ class Endpoint:
     response: str = "Empty"
 
 
-def _completion(result: Any) -> bytes:
-    """The next task if asked for, the eager activities, and the close if the run closed."""
+def _completion_fields(result: Any) -> dict[str, Any]:
+    """The next task if asked for, the eager activities, the close if the run closed, and
+    the events written if asked for."""
     task = result.new_workflow_task
     answer = {"workflow_task": task.as_dict() if task else None, "activity_tasks": result.activity_tasks}
     if result.closed is not None:
         answer["closed"] = result.closed
-    return encode(answer)
+    if result.recorded_events is not None:
+        answer["recorded_events"] = result.recorded_events
+    return answer
+
+
+def _completion(result: Any) -> bytes:
+    return encode(_completion_fields(result))
 
 
 def _activity_report(handed_back: Any) -> bytes:
     """``{}``, or the workflow task handed back to the reporting worker."""
     return encode({"workflow_task": handed_back.as_dict()}) if handed_back is not None else EMPTY
+
+
+def _activity_completed(reported: Any) -> bytes:
+    """The run-ahead task's completion when it was recorded, else as any activity report."""
+    if reported.ahead is not None:
+        return encode({"workflow_task_ahead": _completion_fields(reported.ahead)})
+    return _activity_report(reported.handed_back)
 
 
 def _heartbeat(cancel_requested: Any) -> bytes:
@@ -86,8 +100,8 @@ ENDPOINTS = [
         "activity-tasks/complete",
         "Complete an activity task with its result",
         bodies.ActivityTaskCompletedRequest,
-        kernel.respond_activity_task_completed,
-        _activity_report,
+        kernel.report_activity_task_completed,
+        _activity_completed,
         "ActivityTaskReported",
     ),
     Endpoint(

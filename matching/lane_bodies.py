@@ -9,6 +9,7 @@ out from it too, in the words the DRF serializers these structs replaced used
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
 import msgspec
@@ -16,6 +17,7 @@ import msgspec
 from chronicle.lane import UNSET, Seconds
 from chronicle.lane import Body as LaneBody
 from history.kernel.handoff import WorkflowTaskWanted
+from history.kernel.run_ahead import WorkflowTaskAhead
 from history.kernel.versioning import MAX_BUILD_ID_LENGTH, WorkerVersionStamp
 
 Token = Annotated[str, msgspec.Meta(min_length=1, max_length=8000, description="the task's token")]
@@ -82,6 +84,8 @@ class WorkflowTaskCompletedRequest(TokenBody, kw_only=True):
     worker_version_stamp: WorkerVersion | None = None
     # Answers to the updates the task carried: Acceptance, Rejection or Response.
     messages: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # Answer with the events this completion wrote, for a worker that runs tasks ahead.
+    return_recorded_events: bool = False
 
     def kernel_args(self) -> dict[str, Any]:
         args = super().kernel_args()
@@ -115,8 +119,38 @@ class ActivityReport(TokenBody, kw_only=True):
         return args
 
 
+class WorkflowTaskAheadBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The workflow task the activity's result schedules, already run by the reporting
+    worker (:mod:`history.kernel.run_ahead`): recorded with the result when the run is
+    where the worker last saw it, else ignored and the task handed back."""
+
+    expected_event_id: Annotated[int, msgspec.Meta(ge=1, description="the id of the result's first event")]
+    started_time: Annotated[datetime, msgspec.Meta(tz=True, description="the task's start as seen")]
+    history_size_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    commands: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    messages: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    sticky_schedule_to_start_timeout: Seconds = 0
+
+    def ahead(self) -> WorkflowTaskAhead:
+        return WorkflowTaskAhead(
+            expected_event_id=self.expected_event_id,
+            started_time=self.started_time,
+            history_size_bytes=self.history_size_bytes,
+            commands=self.commands,
+            messages=self.messages,
+            sticky_schedule_to_start_timeout=float(self.sticky_schedule_to_start_timeout),
+        )
+
+
 class ActivityTaskCompletedRequest(ActivityReport, kw_only=True):
     result: Any = UNSET
+    workflow_task_ahead: WorkflowTaskAheadBody | None = None
+
+    def kernel_args(self) -> dict[str, Any]:
+        args = super().kernel_args()
+        ahead = args.pop("workflow_task_ahead")
+        args["ahead"] = ahead.ahead() if ahead is not None else None
+        return args
 
 
 class ActivityTaskFailedRequest(ActivityReport, kw_only=True):

@@ -86,12 +86,21 @@ class WorkflowTaskCompletedSerializer(serializers.Serializer[Any]):
     workflow_task = WorkflowTaskSerializer(allow_null=True, help_text="the next task, when asked for")
     activity_tasks = ActivityTaskSerializer(many=True, help_text="activities started eagerly")
     closed = RunClosedSerializer(required=False, help_text="present when this completion closed the run")
+    recorded_events = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="the events this completion wrote, when asked for (return_recorded_events)",
+    )
 
 
 class ActivityTaskReportedSerializer(serializers.Serializer[Any]):
     workflow_task = WorkflowTaskSerializer(
         required=False,
         help_text="the run's next workflow task, started for this worker, when it offered to take it",
+    )
+    workflow_task_ahead = WorkflowTaskCompletedSerializer(
+        required=False,
+        help_text="the completion of the workflow task the worker ran ahead, when it was recorded",
     )
 
 

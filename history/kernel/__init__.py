@@ -35,6 +35,7 @@ from history.kernel.client_operations import (
 from history.kernel.queries import respond_query_task_completed
 from history.kernel.reset import ResetPoint, preview_reset, reset_workflow_execution
 from history.kernel.responses import WorkflowTaskResponse
+from history.kernel.run_ahead import ActivityReported, WorkflowTaskAhead, report_activity_task_completed
 from history.kernel.schedules import (
     Backfill,
     ScheduleDefinition,
@@ -62,6 +63,7 @@ from history.kernel.workflow_tasks import (
 )
 
 __all__ = [
+    "ActivityReported",
     "Backfill",
     "CompletionResult",
     "ExecutionMutation",
@@ -74,6 +76,7 @@ __all__ = [
     "TaskScope",
     "UpdateRequest",
     "UpdateStatus",
+    "WorkflowTaskAhead",
     "WorkflowTaskResponse",
     "backfill_schedule",
     "create_query",
@@ -86,6 +89,7 @@ __all__ = [
     "record_activity_task_heartbeat",
     "record_activity_task_started_txn",
     "record_workflow_task_started_txn",
+    "report_activity_task_completed",
     "request_cancel_workflow_execution",
     "reset_workflow_execution",
     "respond_activity_task_canceled",

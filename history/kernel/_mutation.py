@@ -136,6 +136,11 @@ class ExecutionMutation:
         return event_id
 
     @property
+    def appended_events(self) -> list[HistoryEvent]:
+        """The events appended since the last save, in order (their ids are set)."""
+        return list(self._events)
+
+    @property
     def workflow_task_in_flight(self) -> bool:
         return self.execution.wft_started_event_id != 0
 

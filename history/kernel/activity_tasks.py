@@ -236,7 +236,7 @@ def record_activity_task_started_txn(
     return task
 
 
-def _lock_activity(
+def lock_activity(
     token: dict[str, Any], scope: tokens.TaskScope
 ) -> tuple[ExecutionMutation, PendingActivity]:
     """Lock the token's run and activity; refuse one of another namespace or queue as
@@ -270,7 +270,7 @@ _LOCK_ACTIVITY_SQL = (
 )
 
 
-def _close_activity(
+def close_activity(
     m: ExecutionMutation, activity: PendingActivity, event_type: str, attrs: dict[str, Any]
 ) -> None:
     """Write the late ActivityTaskStarted and the close event; wake the workflow."""
@@ -316,7 +316,7 @@ def respond_activity_task_completed(
     completing worker offered to take it (``wanted``, see :mod:`history.kernel.handoff`)."""
     token = tokens.decode(task_token, "act")
     with transaction.atomic(durable=True):
-        m, activity = _lock_activity(token, scope)
+        m, activity = lock_activity(token, scope)
         try:
             check_payload(m.namespace, result, "activity result")
         except ChronicleError as exc:
@@ -326,7 +326,7 @@ def respond_activity_task_completed(
                 "non_retryable": True,
                 "server_failure_info": {"non_retryable": True},
             }
-            _close_activity(
+            close_activity(
                 m,
                 activity,
                 EventType.ACTIVITY_TASK_FAILED,
@@ -337,7 +337,7 @@ def respond_activity_task_completed(
                 },
             )
         else:
-            _close_activity(
+            close_activity(
                 m, activity, EventType.ACTIVITY_TASK_COMPLETED, {"result": result, "identity": identity}
             )
         handed = _finish(m, wanted)
@@ -383,14 +383,14 @@ def _fail_attempt(
         m.notify_history()
         return
     if timeout_type:
-        _close_activity(
+        close_activity(
             m,
             activity,
             EventType.ACTIVITY_TASK_TIMED_OUT,
             {"failure": failure, "retry_state": decision.retry_state},
         )
     else:
-        _close_activity(
+        close_activity(
             m,
             activity,
             EventType.ACTIVITY_TASK_FAILED,
@@ -421,7 +421,7 @@ def respond_activity_task_failed(
     if not isinstance(failure, dict):
         raise invalid("failure must be an object")
     with transaction.atomic(durable=True):
-        m, activity = _lock_activity(token, scope)
+        m, activity = lock_activity(token, scope)
         check_payload(m.namespace, failure, "failure")
         if last_heartbeat_details is not None:
             activity.heartbeat_details = last_heartbeat_details
@@ -434,10 +434,10 @@ def respond_activity_task_canceled(
 ) -> None:
     token = tokens.decode(task_token, "act")
     with transaction.atomic(durable=True):
-        m, activity = _lock_activity(token, scope)
+        m, activity = lock_activity(token, scope)
         if not activity.cancel_requested_event_id:
             raise invalid("the activity has no cancel request")
-        _close_activity(
+        close_activity(
             m,
             activity,
             EventType.ACTIVITY_TASK_CANCELED,
@@ -454,7 +454,7 @@ def record_activity_task_heartbeat(*, scope: tokens.TaskScope, task_token: str, 
     """Keep the details and time; return whether cancellation was requested."""
     token = tokens.decode(task_token, "act")
     with transaction.atomic(durable=True):
-        m, activity = _lock_activity(token, scope)
+        m, activity = lock_activity(token, scope)
         check_payload(m.namespace, details, "heartbeat details")
         activity.heartbeat_details = details
         activity.last_heartbeat_time = m.now
@@ -475,7 +475,7 @@ def time_out_activity_txn(m: ExecutionMutation, activity: PendingActivity, timeo
         "cause": activity.last_failure,
     }
     if timeout_type in ("SCHEDULE_TO_START", "SCHEDULE_TO_CLOSE"):
-        _close_activity(
+        close_activity(
             m,
             activity,
             EventType.ACTIVITY_TASK_TIMED_OUT,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -93,6 +94,22 @@ class CompletionResult:
     # continue-as-new, a retry or a cron run), so a caller in the completing worker's
     # process needs no further call to learn the result.
     closed: dict[str, Any] | None = None
+    # The events the completion wrote, when the worker asked (to run the next task ahead,
+    # :mod:`history.kernel.run_ahead`): what its cached run has not seen yet.
+    recorded_events: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class CompletionOptions:
+    """What a completing worker asks beyond its commands."""
+
+    identity: str = ""
+    sticky_task_queue: str = ""
+    sticky_schedule_to_start_timeout: float = 0.0
+    return_new_workflow_task: bool = False
+    force_create_new_workflow_task: bool = False
+    return_recorded_events: bool = False
+    worker_version: WorkerVersionStamp | None = None
 
 
 def respond_workflow_task_completed(
@@ -108,6 +125,7 @@ def respond_workflow_task_completed(
     query_results: dict[str, Any] | None = None,
     worker_version_stamp: WorkerVersionStamp | None = None,
     messages: list[dict[str, Any]] | None = None,
+    return_recorded_events: bool = False,
 ) -> CompletionResult:
     """Apply a completed workflow task's commands (temporal-semantics §2).
 
@@ -162,25 +180,21 @@ def respond_workflow_task_completed(
             release_buffered_queries_txn(mutation)
             mutation.save()
             return CompletionResult()
-        completed_id = _write_completed(mutation, identity, worker_version_stamp)
+        options = CompletionOptions(
+            identity=identity,
+            sticky_task_queue=sticky_task_queue,
+            sticky_schedule_to_start_timeout=sticky_schedule_to_start_timeout,
+            return_new_workflow_task=return_new_workflow_task,
+            force_create_new_workflow_task=force_create_new_workflow_task,
+            return_recorded_events=return_recorded_events,
+            worker_version=worker_version_stamp,
+        )
         try:
-            updates.apply_messages_txn(mutation, messages, completed_id, identity)
-            eager = apply_commands(mutation, commands, completed_event_id=completed_id, identity=identity)
-            updates.after_completion_txn(mutation, started_time)
+            result = apply_completion_txn(mutation, commands, messages, started_time, options)
         except CommandRejected as exc:
             rejected = exc
             transaction.set_rollback(True)
         else:
-            result = _finish_completion(
-                mutation,
-                eager,
-                identity=identity,
-                sticky_task_queue=sticky_task_queue,
-                sticky_schedule_to_start_timeout=sticky_schedule_to_start_timeout,
-                return_new_workflow_task=return_new_workflow_task,
-                force_create_new_workflow_task=force_create_new_workflow_task,
-                worker_version=worker_version_stamp,
-            )
             crash_point("before_commit")
     if result is not None:
         crash_point("after_commit_before_reply")
@@ -196,35 +210,54 @@ def respond_workflow_task_completed(
     return CompletionResult()
 
 
-def _finish_completion(
+def apply_completion_txn(
     mutation: ExecutionMutation,
-    eager: list[dict[str, Any]],
-    *,
-    identity: str,
-    sticky_task_queue: str,
-    sticky_schedule_to_start_timeout: float,
-    return_new_workflow_task: bool,
-    force_create_new_workflow_task: bool,
-    worker_version: WorkerVersionStamp | None,
+    commands: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    started_time: datetime | None,
+    options: CompletionOptions,
+) -> CompletionResult:
+    """Write a started task's completion into ``mutation`` and save it: the Completed event,
+    the update answers, the commands, then :func:`_finish_completion`. Raises
+    :class:`CommandRejected` with the partial write to be rolled back by the caller."""
+    completed_id = _write_completed(mutation, options.identity, options.worker_version)
+    updates.apply_messages_txn(mutation, messages, completed_id, options.identity)
+    eager = apply_commands(mutation, commands, completed_event_id=completed_id, identity=options.identity)
+    updates.after_completion_txn(mutation, started_time)
+    return _finish_completion(mutation, eager, options)
+
+
+def _finish_completion(
+    mutation: ExecutionMutation, eager: list[dict[str, Any]], options: CompletionOptions
 ) -> CompletionResult:
     """After the commands: stickiness, the buffer flush, the next task, the save."""
     ex = mutation.execution
-    ex.sticky_task_queue = sticky_task_queue if ex.is_running else ""
-    if sticky_schedule_to_start_timeout > 0:
-        ex.sticky_schedule_to_start_timeout = sticky_schedule_to_start_timeout
+    ex.sticky_task_queue = options.sticky_task_queue if ex.is_running else ""
+    if options.sticky_schedule_to_start_timeout > 0:
+        ex.sticky_schedule_to_start_timeout = options.sticky_schedule_to_start_timeout
     had_buffered = mutation.flush_buffer()
-    if ex.is_running and (had_buffered or force_create_new_workflow_task or mutation.force_new_task):
+    if ex.is_running and (had_buffered or options.force_create_new_workflow_task or mutation.force_new_task):
         mutation.schedule_workflow_task()
     release_buffered_queries_txn(mutation)
+    recorded = None
+    if options.return_recorded_events:
+        # From the Completed event on: the task's own events are the worker's already.
+        seen = ex.last_wft_started_event_id
+        recorded = [serialize_event(e) for e in mutation.appended_events if e.event_id > seen]
     new_task = None
-    if return_new_workflow_task and ex.is_running and ex.wft_scheduled_event_id and not ex.sticky_task_queue:
-        mutation.start_workflow_task(identity=identity, request_id="inline", worker_version=worker_version)
+    inline = ex.is_running and ex.wft_scheduled_event_id and not ex.sticky_task_queue
+    if options.return_new_workflow_task and inline:
+        mutation.start_workflow_task(
+            identity=options.identity, request_id="inline", worker_version=options.worker_version
+        )
         mutation.save()
         new_task = build_workflow_task_response(ex, sticky=False)
         new_task.queries = buffered_queries(ex)
     else:
         mutation.save()
-    return CompletionResult(new_workflow_task=new_task, activity_tasks=eager, closed=_closed(mutation))
+    return CompletionResult(
+        new_workflow_task=new_task, activity_tasks=eager, closed=_closed(mutation), recorded_events=recorded
+    )
 
 
 def _closed(mutation: ExecutionMutation) -> dict[str, Any] | None:

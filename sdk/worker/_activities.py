@@ -294,12 +294,15 @@ class ActivityRunner:
                 body["last_heartbeat_details"] = converter.to_payloads(list(last))
         workflows = self.worker.workflow_runner if kind != "cancel" else None
         offered = workflows is not None and await workflows.offer_slot_for(task, body)
+        ahead = None
+        if offered and kind == "complete" and workflows is not None:
+            ahead = await workflows.ahead.run(task, body)
         answer = None
         try:
             answer = await self.worker.report(path, body)
         finally:
             if offered and workflows is not None:
-                workflows.take_handed_back(answer)
+                workflows.take_handed_back(answer, ahead)
 
     async def run_local(
         self, activity_type: str, args: list[dict[str, Any]], options: dict[str, Any], base: activity.Info

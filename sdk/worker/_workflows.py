@@ -23,6 +23,7 @@ from sdk._runtime.instance import (
 )
 from sdk._runtime.replayer import info_from_started_event
 from sdk.exceptions import ApplicationError, NondeterminismError
+from sdk.worker._run_ahead import RunAhead, TaskRunAhead
 from sdk.workflow import Info
 from sdk.workflow._definition import DYNAMIC, WorkflowDefinition
 
@@ -72,6 +73,7 @@ class WorkflowRunner:
         self.sticky_queue = f"{worker.task_queue}-sticky-{uuid.uuid4().hex[:12]}"
         self.slots = asyncio.Semaphore(worker.max_concurrent_workflow_tasks)
         self.in_flight: set[asyncio.Task[None]] = set()
+        self.ahead = RunAhead(self)
 
     def pollers(self, stopping: asyncio.Event) -> list[asyncio.Task[None]]:
         """Concurrent long polls split between the task queue and this worker's sticky queue.
@@ -119,9 +121,12 @@ class WorkflowRunner:
         body["worker_version_stamp"] = self.worker.version_stamp
         return True
 
-    def take_handed_back(self, answer: dict[str, Any] | None) -> None:
-        """Run the workflow task an activity report's answer carried, on the slot offered
-        for it, or give the slot back."""
+    def take_handed_back(self, answer: dict[str, Any] | None, ahead: TaskRunAhead | None = None) -> None:
+        """Settle the task run ahead (``ahead``), if one was; run the workflow task an
+        activity report's answer carried on the slot offered for it, or give the slot back."""
+        if ahead is not None and self.ahead.settle(ahead, answer):
+            self.release_slot()
+            return
         task = (answer or {}).get("workflow_task")
         if task:
             self.run_reserved(task)
@@ -148,14 +153,14 @@ class WorkflowRunner:
     async def _instance_for(self, task: dict[str, Any]) -> tuple[WorkflowInstance, list[dict[str, Any]]]:
         """The cached instance and the new events, or a fresh instance and the full history."""
         run_id = task["workflow_execution"]["run_id"]
-        events = await self._resolved((task.get("history") or {}).get("events") or [])
+        events = await self.resolved((task.get("history") or {}).get("events") or [])
         cached = self.cache.get(run_id)
         if cached is not None and events and int(events[0]["event_id"]) == cached.last_event_id + 1:
             self.cache.move_to_end(run_id)
             return cached, events
         self.cache.pop(run_id, None)
         if not events or int(events[0]["event_id"]) != 1:
-            events = await self._resolved(await self._full_history(task, events))
+            events = await self.resolved(await self._full_history(task, events))
         definition = self.definitions.get(task["workflow_type"]["name"]) or self.definitions.get(DYNAMIC)
         if definition is None:
             known = ", ".join(sorted(self.definitions)) or "none"
@@ -175,7 +180,7 @@ class WorkflowRunner:
         )
         return instance, events
 
-    async def _resolved(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def resolved(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The events with payload references swapped for the stored payloads."""
         resolver: PayloadRefResolver = self.worker.client.payload_refs
         return await resolver.resolve(list(events))
@@ -214,13 +219,18 @@ class WorkflowRunner:
         self.cache.move_to_end(run_id)
         while len(self.cache) > self.worker.max_cached_workflows:
             evicted, _ = self.cache.popitem(last=False)
+            self.ahead.forget(evicted)
             self.worker.client.local_closes.left(evicted)
 
     async def _run_task(self, task: dict[str, Any]) -> None:
         run_id = task["workflow_execution"]["run_id"]
+        with self.ahead.busy(run_id):
+            await self._run_busy_task(task, run_id)
+
+    async def _run_busy_task(self, task: dict[str, Any], run_id: str) -> None:
         try:
             instance, activation = await self._activate(task)
-            activation = await self._settle_local_activities(instance, activation)
+            activation = await self.settle_local_activities(instance, activation)
         except NondeterminismError as exc:
             await self._fail_task(task, NONDETERMINISM_CAUSE, exc)
             return
@@ -233,9 +243,7 @@ class WorkflowRunner:
         else:
             self._remember(run_id, instance)
 
-    async def _settle_local_activities(
-        self, instance: WorkflowInstance, activation: Activation
-    ) -> Activation:
+    async def settle_local_activities(self, instance: WorkflowInstance, activation: Activation) -> Activation:
         """Run requested local activities (concurrently per batch) and feed their results back."""
         while activation.local_activities:
             batch = activation.local_activities
@@ -279,7 +287,7 @@ class WorkflowRunner:
     async def _complete_task(
         self, task: dict[str, Any], instance: WorkflowInstance, activation: Activation
     ) -> None:
-        reserved = await self._reserve_eager_slots(activation.commands)
+        reserved = await self.reserve_eager_slots(activation.commands)
         queries: dict[str, dict[str, Any]] = task.get("queries") or {}
         body = {
             "task_token": task["task_token"],
@@ -291,19 +299,36 @@ class WorkflowRunner:
             },
             "messages": activation.messages,  # the answers to the task's update requests
             "sticky_task_queue": "" if activation.completed else self.sticky_queue,
-            "sticky_schedule_to_start_timeout": self.worker.sticky_schedule_to_start_timeout.total_seconds(),
+            "sticky_schedule_to_start_timeout": self.sticky_timeout_seconds(),
             "worker_version_stamp": self.worker.version_stamp,
         }
+        if not activation.completed:
+            body["return_recorded_events"] = True  # what the next task run ahead builds on
         answer = await self.worker.report(
             f"/task-queues/{quote(self.worker.task_queue, safe='')}/workflow-tasks/complete", body
         )
-        run_id = task["workflow_execution"]["run_id"]
+        self.after_completion(task["workflow_execution"]["run_id"], instance, activation, answer, reserved)
+
+    def sticky_timeout_seconds(self) -> float:
+        return float(self.worker.sticky_schedule_to_start_timeout.total_seconds())
+
+    def after_completion(
+        self,
+        run_id: str,
+        instance: WorkflowInstance,
+        activation: Activation,
+        answer: dict[str, Any] | None,
+        reserved: int,
+    ) -> None:
+        """Act on a completion's answer: the close, the eager activities (on the slots
+        ``reserved`` for them), and the events recorded, for the next task run ahead."""
         closed = (answer or {}).get("closed")
         if closed:
             self.worker.client.local_closes.closed(run_id, closed)
         elif answer is None or activation.completed:
             # Refused, or closed without word of it (a server that does not say): ask it.
             self.worker.client.local_closes.left(run_id)
+        self.ahead.note_recorded(run_id, instance, (answer or {}).get("recorded_events"))
         eager = list((answer or {}).get("activity_tasks") or [])
         runner = self.worker.activities
         for activity_task in eager[:reserved]:
@@ -311,7 +336,7 @@ class WorkflowRunner:
         for _ in range(reserved - min(reserved, len(eager))):
             runner.slots.release()
 
-    async def _reserve_eager_slots(self, commands: list[dict[str, Any]]) -> int:
+    async def reserve_eager_slots(self, commands: list[dict[str, Any]]) -> int:
         """Ask for eager dispatch of activities this worker runs: one free slot each, a few per task."""
         runner = self.worker.activities
         if runner is None:
