@@ -8,13 +8,18 @@ Retry-After) and how server errors become SDK exceptions live in one place.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
+import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlencode
 
 import httpx
 
+from sdk._keepalive import KeepAlivePool
 from sdk._wire_codec import apply_codec
 from sdk.exceptions import RPCError, WorkflowQueryFailedError
 
@@ -135,8 +140,21 @@ class HttpTransport:
             timeout=timeout,
             limits=CONNECTION_LIMITS,
         )
+        self._own_client = self._client
+        self._timeout = timeout
+        self._headers = headers
+        self._pool, self._root = _pool_for(self._client.base_url)
+        # Called with each call the server answered (instrumentation, tests): see CallSeen.
+        self.observers: list[Callable[[CallSeen], None]] = []
+
+    @property
+    def connections_opened(self) -> int:
+        """How many connections this client has opened to the server (kept alive between calls)."""
+        return self._pool.opened if self._pool is not None else 0
 
     async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
         await self._client.aclose()
 
     async def request(
@@ -178,25 +196,93 @@ class HttpTransport:
         timeout: float | None,
     ) -> dict[str, Any] | None:
         clean_params = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        if self._pool is not None and self._client is self._own_client:
+            status, answer = await self._send_lean(method, path, body, clean_params, timeout)
+        else:
+            status, answer = await self._send_httpx(method, path, body, clean_params, timeout)
+        for observe in self.observers:
+            observe(CallSeen(method, path, clean_params, status, answer))
+        if isinstance(answer, RPCError):
+            raise answer
+        return answer
+
+    async def _send_httpx(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        params: dict[str, str],
+        timeout: float | None,
+    ) -> tuple[int, dict[str, Any] | RPCError | None]:
+        """The call through httpx: for a client given an httpx client of its own (tests)."""
         response = await self._client.request(
             method,
             path,
             json=body if method != "GET" else None,
-            params=clean_params or None,
+            params=params or None,
             timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
         )
         if response.status_code == 204:
-            return None
+            return 204, None
         if response.status_code >= 400:
-            raise error_from_response(response)
-        data = response.json()
-        return data if isinstance(data, dict) else {"value": data}
+            return response.status_code, error_from_response(response)
+        return response.status_code, _as_object(response.json())
+
+    async def _send_lean(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        params: dict[str, str],
+        timeout: float | None,
+    ) -> tuple[int, dict[str, Any] | RPCError | None]:
+        """The call on the keep-alive pool (:mod:`sdk._keepalive`), answered as by httpx."""
+        assert self._pool is not None
+        target = self._root + path + (f"?{urlencode(params)}" if params else "")
+        headers = self._headers
+        content = b""
+        if method != "GET" and body is not None:
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+            headers = {**headers, "Content-Type": "application/json"}
+        answer = await self._pool.request(method, target, headers, content, timeout or self._timeout)
+        if answer.status == 204:
+            return 204, None
+        if answer.status >= 400:
+            return answer.status, error_from_response(answer.to_httpx())
+        return answer.status, _as_object(json.loads(answer.body))
 
     async def post(self, path: str, body: dict[str, Any], **options: Any) -> dict[str, Any] | None:
         return await self.request("POST", path, body=body, **options)
 
     async def get(self, path: str, **options: Any) -> dict[str, Any] | None:
         return await self.request("GET", path, **options)
+
+
+@dataclass(frozen=True)
+class CallSeen:
+    """One call the server answered, as the transport's observers see it."""
+
+    method: str
+    path: str  # under the namespace's API root
+    params: dict[str, str]
+    status: int
+    answer: dict[str, Any] | RPCError | None  # the JSON answer, or the error it raises
+
+
+def _as_object(data: Any) -> dict[str, Any]:
+    return data if isinstance(data, dict) else {"value": data}
+
+
+def _pool_for(url: httpx.URL) -> tuple[KeepAlivePool | None, str]:
+    """The keep-alive pool for the API root ``url``, and the root's path."""
+    if url.scheme not in ("http", "https") or not url.host:
+        return None, ""
+    tls = ssl.create_default_context() if url.scheme == "https" else None
+    port = url.port or (443 if tls else 80)
+    default = (tls is None and port == 80) or (tls is not None and port == 443)
+    host = f"[{url.host}]" if ":" in url.host else url.host  # an IPv6 address
+    host_header = host if default else f"{host}:{port}"
+    return KeepAlivePool(url.host, port, tls=tls, host_header=host_header), url.raw_path.decode().rstrip("/")
 
 
 class ServerClient(Protocol):

@@ -128,3 +128,21 @@ def test_a_signal_during_the_activity_refuses_the_task_run_ahead_and_is_seen(
         assert Replayer(workflows=[Interrupted]).replay_workflow(history).replay_failure is None
 
     asyncio.run(scenario())
+
+
+def test_a_client_and_its_worker_reuse_their_connections(stack: Stack, tenant: Tenant) -> None:
+    """Twenty workflows of five steps, one after another, are some 160 calls: they travel
+    over a handful of kept-alive connections (the polls' and the reports'), not one each."""
+
+    async def scenario() -> None:
+        client = await _client(stack, tenant)
+        queue = f"ahead-{uuid.uuid4().hex[:6]}"
+        async with Worker(client, task_queue=queue, workflows=[Counter], activities=[add_one]):
+            for _ in range(20):
+                result = await client.execute_workflow(Counter.run, 0, id=_wid(), task_queue=queue)
+                assert result["value"] == 5
+        opened = client.transport.connections_opened
+        await client.close()
+        assert 1 <= opened <= 20, opened
+
+    asyncio.run(scenario())

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from sdk import activity, workflow
+from sdk._http import CallSeen
 from sdk.client import Client
 from sdk.common import RetryPolicy
 from sdk.exceptions import ApplicationError, WorkflowFailureError
@@ -113,9 +114,9 @@ def test_result_waits_for_the_close_event_in_one_request(stack: Stack, tenant: T
     """The run appends nine events after the start; the waiting client is answered once."""
     history_requests: list[str] = []
 
-    async def count(request: httpx.Request) -> None:
-        if request.url.path.endswith("/history"):
-            history_requests.append(str(request.url.params.get("history_event_filter_type")))
+    def count(call: CallSeen) -> None:
+        if call.path.endswith("/history"):
+            history_requests.append(str(call.params.get("history_event_filter_type")))
 
     async def scenario() -> None:
         client = await _connect(stack.url, tenant)
@@ -124,7 +125,7 @@ def test_result_waits_for_the_close_event_in_one_request(stack: Stack, tenant: T
             f"/workflows/{handle.id}/history", params={"history_event_filter_type": "CLOSE_EVENT"}
         )
         assert running is not None and running["events"] == [] and running["status"] == "Running"
-        client.transport._client.event_hooks["request"].append(count)
+        client.transport.observers.append(count)
         async with Worker(client, task_queue=queue, workflows=[OneStep], activities=[step]):
             assert await handle.result() == 7
         assert history_requests == ["CLOSE_EVENT"]
@@ -147,13 +148,13 @@ def test_an_eagerly_started_run_closed_by_this_process_needs_no_call_for_its_res
     from there, for a result and for a failure, without reading the history."""
     history_requests: list[str] = []
 
-    async def count(request: httpx.Request) -> None:
-        if request.url.path.endswith("/history"):
-            history_requests.append(request.url.path)
+    def count(call: CallSeen) -> None:
+        if call.path.endswith("/history"):
+            history_requests.append(call.path)
 
     async def scenario() -> None:
         client = await _connect(stack.url, tenant)
-        client.transport._client.event_hooks["request"].append(count)
+        client.transport.observers.append(count)
         async with Worker(client, task_queue=queue, workflows=[OneStep, Declines], activities=[step]):
             ok = await client.start_workflow(
                 OneStep.run, id=_wid(), task_queue=queue, request_eager_start=True
@@ -181,15 +182,14 @@ def test_a_worker_with_free_slots_takes_a_backlog_in_batches(
     tasks as it has free slots, so the backlog arrives in a few answers, and every run ends."""
     batch_sizes: list[int] = []
 
-    async def record(response: httpx.Response) -> None:
-        if response.request.url.path.endswith("/workflow-tasks/poll") and response.status_code == 200:
-            await response.aread()
-            batch_sizes.append(len(response.json()["tasks"]))
+    def record(call: CallSeen) -> None:
+        if call.path.endswith("/workflow-tasks/poll") and isinstance(call.answer, dict):
+            batch_sizes.append(len(call.answer["tasks"]))
 
     async def scenario() -> None:
         client = await _connect(stack.url, tenant)
         handles = [await client.start_workflow(OneStep.run, id=_wid(), task_queue=queue) for _ in range(12)]
-        client.transport._client.event_hooks["response"].append(record)
+        client.transport.observers.append(record)
         async with Worker(client, task_queue=queue, workflows=[OneStep], activities=[step]):
             assert [await handle.result() for handle in handles] == [7] * 12
         await client.close()
@@ -237,13 +237,13 @@ def test_many_heartbeats_are_throttled_to_few_requests_and_the_last_details_are_
     """heartbeat_timeout 2 s: at most one request per 1.6 s; the failure report carries the last beat."""
     heartbeat_requests: list[str] = []
 
-    async def count(request: httpx.Request) -> None:
-        if request.url.path.endswith("/activity-tasks/heartbeat"):
-            heartbeat_requests.append(request.url.path)
+    def count(call: CallSeen) -> None:
+        if call.path.endswith("/activity-tasks/heartbeat"):
+            heartbeat_requests.append(call.path)
 
     async def scenario() -> None:
         client = await _connect(stack.url, tenant)
-        client.transport._client.event_hooks["request"].append(count)
+        client.transport.observers.append(count)
         async with Worker(client, task_queue=queue, workflows=[Heartbeats], activities=[beating]):
             result = await client.execute_workflow(Heartbeats.run, 150, id=_wid(), task_queue=queue)
         assert result == 149
