@@ -28,6 +28,7 @@ from chronicle.openapi import ErrorSerializer, endpoint
 from chronicle.waiting_views import waiting_view
 from executions import schemas, search_attributes, selectors, visibility
 from history import kernel
+from history.kernel.queries import forget_query
 from history.kernel.reset.reapply import (
     EXCLUDE_TYPE_PREFIX,
     EXCLUDE_TYPES,
@@ -93,7 +94,7 @@ def query_workflow(
     deadline = time.monotonic() + engine_settings().query_timeout_seconds
 
     def settled() -> bool:
-        query.refresh_from_db()
+        query.refresh_from_db(from_queryset=WorkflowQuery.objects.filter(shard_id=query.shard_id))
         return query.state != QueryState.PENDING
 
     try:
@@ -110,7 +111,7 @@ def query_workflow(
             raise ChronicleError(ErrorCode.QUERY_FAILED, query.error_message)
         return query.answer
     finally:
-        WorkflowQuery.objects.filter(id=query.id).delete()
+        forget_query(query)
 
 
 class WorkflowListApi(NamespaceApi):

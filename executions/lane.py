@@ -173,7 +173,8 @@ class HistoryRead:
         return await trips.run(self._page)
 
     def _page(self) -> Reply:
-        self.execution.refresh_from_db()
+        ex = self.execution
+        ex.refresh_from_db(from_queryset=WorkflowExecution.objects.filter(shard_id=ex.shard_id))
         return _history_reply(
             self.events, self.cursor, self.execution.status, self.execution.run_id, self.execution.new_run_id
         )

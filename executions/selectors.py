@@ -10,6 +10,7 @@ from typing import Any
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
 from executions import page_tokens, visibility
 from history.kernel import store
+from history.kernel.locks import shard_for
 from history.kernel.responses import execution_summary, serialize_event
 from history.kernel.schedules import upcoming_action_times
 from history.kernel.wire import event_dict
@@ -29,7 +30,9 @@ DIGEST_CHARS = frozenset("0123456789abcdef")
 
 
 def execution_get(namespace: Namespace, workflow_id: str, run_id: str | None) -> WorkflowExecution:
-    qs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id=workflow_id)
+    qs = WorkflowExecution.objects.filter(
+        namespace=namespace, workflow_id=workflow_id, shard_id=shard_for(namespace.id, workflow_id)
+    )
     if run_id:
         try:
             qs = qs.filter(run_id=uuid.UUID(run_id))
@@ -55,7 +58,7 @@ def execution_describe(ex: WorkflowExecution) -> dict[str, Any]:
             "next_attempt_schedule_time": a.scheduled_time.isoformat() if a.state == "SCHEDULED" else None,
             "last_worker_identity": a.last_worker_identity,
         }
-        for a in PendingActivity.objects.filter(run=ex).order_by("scheduled_event_id")
+        for a in PendingActivity.objects.filter(run=ex, shard_id=ex.shard_id).order_by("scheduled_event_id")
     ]
     return {
         **execution_summary(ex),
@@ -91,7 +94,9 @@ def _pending_children(ex: WorkflowExecution) -> list[dict[str, Any]]:
             "initiated_event_id": c.initiated_event_id,
             "parent_close_policy": c.parent_close_policy,
         }
-        for c in PendingChildExecution.objects.filter(run=ex).order_by("initiated_event_id")
+        for c in PendingChildExecution.objects.filter(run=ex, shard_id=ex.shard_id).order_by(
+            "initiated_event_id"
+        )
     ]
 
 
@@ -101,7 +106,9 @@ def history_page(
     """Events after ``after_event_id``; the second value is the next page's cursor."""
     page_size = max(1, min(page_size, HISTORY_MAX_PAGE))
     events = list(
-        HistoryEvent.objects.filter(run=ex, event_id__gt=after_event_id).order_by("event_id")[: page_size + 1]
+        HistoryEvent.objects.filter(run=ex, shard_id=ex.shard_id, event_id__gt=after_event_id).order_by(
+            "event_id"
+        )[: page_size + 1]
     )
     more = len(events) > page_size
     events = events[:page_size]
@@ -219,7 +226,8 @@ def run_close(namespace: Namespace, workflow_id: str, run_id: str | None) -> Run
     """The given run, else the latest of ``workflow_id``, with its close event, in one fixed
     statement: every ``result()`` waits with this read, and the run read by the ORM, then
     its close event, was three statements and as many trips to the pool."""
-    params: list[Any] = [ExecutionStatus.RUNNING.value, namespace.pk, workflow_id]
+    shard = shard_for(namespace.pk, workflow_id)
+    params: list[Any] = [ExecutionStatus.RUNNING.value, namespace.pk, workflow_id, shard]
     sql = _RUN_CLOSE_LATEST
     if run_id:
         try:
@@ -242,8 +250,9 @@ def run_close(namespace: Namespace, workflow_id: str, run_id: str | None) -> Run
 _RUN_CLOSE = (
     "SELECT e.run_id, e.status, e.new_run_id, h.event_id, h.event_type, h.event_time, h.attributes "
     f"FROM {WorkflowExecution._meta.db_table} e LEFT JOIN {HistoryEvent._meta.db_table} h "
-    "ON h.run_id = e.run_id AND h.event_id = e.next_event_id - 1 AND e.status <> %s "
-    "WHERE e.namespace_id = %s AND e.workflow_id = %s {which} ORDER BY e.start_time DESC LIMIT 1"
+    "ON h.run_id = e.run_id AND h.shard_id = e.shard_id AND h.event_id = e.next_event_id - 1 "
+    "AND e.status <> %s WHERE e.namespace_id = %s AND e.workflow_id = %s AND e.shard_id = %s {which} "
+    "ORDER BY e.start_time DESC LIMIT 1"
 )
 _RUN_CLOSE_LATEST = _RUN_CLOSE.format(which="")
 _RUN_CLOSE_GIVEN = _RUN_CLOSE.format(which="AND e.run_id = %s")

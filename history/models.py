@@ -401,6 +401,7 @@ class SignalRequest(models.Model):
     """Request ids of signals a run accepted, for deduplication."""
 
     run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    shard_id = models.IntegerField()
     request_id = models.CharField(max_length=1000)
 
     class Meta:
@@ -418,6 +419,7 @@ class WorkflowQuery(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE)
+    shard_id = models.IntegerField()
     query_type = models.CharField(max_length=1000)
     query_args = models.JSONField(default=list)
     state = models.CharField(max_length=16, choices=QueryState.choices, default=QueryState.PENDING)
@@ -509,6 +511,7 @@ class PayloadReference(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="payload_refs")
+    shard_id = models.IntegerField()
     namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
     digest = models.CharField(max_length=64)
 

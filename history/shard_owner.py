@@ -179,9 +179,9 @@ class ShardOwner:
                 continue
             except Exception:
                 log.exception("firing timers failed; backing off those rows")
-                TimerTask.objects.filter(id__in=[tid for tid, _, _, _ in due]).update(
-                    fire_at=clock.now() + timedelta(seconds=5)
-                )
+                TimerTask.objects.filter(
+                    shard_id__in=due_shards, id__in=[tid for tid, _, _, _ in due]
+                ).update(fire_at=clock.now() + timedelta(seconds=5))
                 break
             did = True
             if len(due) < FIRE_BATCH:
@@ -199,7 +199,9 @@ class ShardOwner:
                 raise
             except Exception:
                 log.exception("transfer duty %d failed; retrying it shortly", timer_id)
-                TimerTask.objects.filter(id=timer_id).update(fire_at=clock.now() + timedelta(seconds=1))
+                TimerTask.objects.filter(id=timer_id, shard_id=fence.shard_id).update(
+                    fire_at=clock.now() + timedelta(seconds=1)
+                )
 
     def note_timer(self, payload: str) -> None:
         shard_text, _, stamp = payload.partition("|")

@@ -22,7 +22,7 @@ from history.kernel.locks import lock_run, lock_runs
 from history.kernel.queries import query_task_token
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id
-from history.models import QueryState, Task, TaskKind, WorkflowExecution
+from history.models import QueryState, Task, TaskKind, WorkflowExecution, WorkflowQuery
 from matching.models import Poller
 from namespaces.models import Namespace, TaskQueueLimit
 from namespaces.rate_limits import dispatch_bucket_key, take_token
@@ -102,7 +102,7 @@ def _take_sticky_fallback(namespace: Namespace, task_queue: str, build_id: str) 
     taken = Task.objects.raw(
         f"""
         DELETE FROM {_TASKS} WHERE id = (
-            SELECT t.id FROM {_TASKS} t JOIN {_RUNS} r ON r.run_id = t.run_id
+            SELECT t.id FROM {_TASKS} t JOIN {_RUNS} r ON r.run_id = t.run_id AND r.shard_id = t.shard_id
             WHERE t.namespace_id = %s AND t.kind = %s AND t.build_id = %s AND t.visible_at <= %s
               AND t.query_id IS NULL AND t.task_queue <> %s
               AND r.task_queue = %s AND t.task_queue = r.sticky_task_queue
@@ -261,7 +261,7 @@ def poll_batch(
         wanted = max_tasks - len(started)
         with transaction.atomic(durable=True):
             claimed = _take_burst(namespace, task_queue, kind, build_id, wanted)
-            runs = lock_runs([task.run_id for task, _ in claimed])
+            runs = lock_runs([task.run_id for task, _ in claimed], [task.shard_id for task, _ in claimed])
             for task, from_sticky in claimed:
                 response = _start(
                     task,
@@ -319,7 +319,7 @@ def _has_dispatch_limits(namespace: Namespace, task_queue: str) -> bool:
 
 def _lock(task: Task) -> WorkflowExecution | None:
     try:
-        return lock_run(task.run_id)
+        return lock_run(task.run_id, task.shard_id)
     except ChronicleError:
         return None
 
@@ -338,7 +338,7 @@ def _start(
         return None
     request_id = str(uuid.uuid4())
     if task.query_id is not None:
-        query = task.query
+        query = WorkflowQuery.objects.filter(id=task.query_id, shard_id=task.shard_id).first()
         if query is None or query.state != QueryState.PENDING:
             return None
         response = build_workflow_task_response(execution, sticky=False)

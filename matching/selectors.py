@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel import tokens
+from history.kernel.locks import shard_for
 from history.kernel.versioning import wire_build_id
 from history.models import ActivityState, PendingActivity, Task, WorkflowExecution
 from matching.models import Poller
@@ -180,7 +181,8 @@ def started_activity_token(
     token calls. The run is ``run_id`` or the workflow id's latest run; an activity that is
     not started there (unknown, still scheduled, or closed) is not found.
     """
-    runs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id=workflow_id)
+    shard = shard_for(namespace.id, workflow_id)
+    runs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id=workflow_id, shard_id=shard)
     if run_id:
         try:
             runs = runs.filter(run_id=uuid.UUID(run_id))
@@ -188,13 +190,15 @@ def started_activity_token(
             raise invalid("run_id must be a UUID") from None
     run = runs.order_by("-start_time").first()
     activity = (
-        PendingActivity.objects.filter(run=run, activity_id=activity_id, state=ActivityState.STARTED).first()
+        PendingActivity.objects.filter(
+            run=run, shard_id=shard, activity_id=activity_id, state=ActivityState.STARTED
+        ).first()
         if run is not None
         else None
     )
     if run is None or activity is None:
         raise ChronicleError(ErrorCode.NOT_FOUND, "no started activity with that workflow and activity id")
     token = tokens.encode(
-        "act", namespace.id, r=str(run.run_id), s=activity.scheduled_event_id, a=activity.attempt
+        "act", namespace.id, r=str(run.run_id), s=activity.scheduled_event_id, a=activity.attempt, h=shard
     )
     return {"task_token": token, "task_queue": activity.task_queue, "run_id": str(run.run_id)}

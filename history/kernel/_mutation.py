@@ -12,7 +12,6 @@ work (an import-linter contract says so).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import uuid
 from collections import Counter
@@ -23,7 +22,6 @@ from django.db import connection
 from django.utils import timezone
 
 from chronicle import clock
-from chronicle.conf import engine_settings
 from history.kernel import closing, payloads, store
 from history.kernel.locks import may_have_children
 from history.kernel.payloads import payload_size
@@ -57,12 +55,6 @@ log = logging.getLogger("chronicle.kernel")
 # The search attribute naming the schedule that started a run (Temporal's TemporalScheduledById).
 SCHEDULED_BY_ID = "ChronicleScheduledById"
 PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
-
-
-def shard_for(namespace_id: uuid.UUID, workflow_id: str) -> int:
-    """A stable hash (never Python's salted ``hash()``) of the execution's identity."""
-    digest = hashlib.blake2b(f"{namespace_id}/{workflow_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % engine_settings().shards
 
 
 def continue_as_new_suggestion(ex: WorkflowExecution, namespace: Namespace) -> dict[str, Any]:
@@ -175,7 +167,9 @@ class ExecutionMutation:
             if item["event_type"] == EventType.CHILD_WORKFLOW_EXECUTION_STARTED:
                 # The child's close event refers back to this id, known only now.
                 PendingChildExecution.objects.filter(
-                    run=self.execution, initiated_event_id=attrs["initiated_event_id"]
+                    run=self.execution,
+                    shard_id=self.execution.shard_id,
+                    initiated_event_id=attrs["initiated_event_id"],
                 ).update(started_event_id=event_id)
         return True
 
@@ -444,7 +438,7 @@ class ExecutionMutation:
             ex = self.execution
             self._notifications.add((HISTORY_CHANNEL, self._close_notification()))
             self._activities = []  # a closed run keeps no pending activity
-            closing.drop_pending_work(write, [ex.run_id])
+            closing.drop_pending_work(write, [ex.run_id], [ex.shard_id])
             self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
             for kind, scheduled_event_id in closing.child_duties(ex, has_children=may_have_children(ex)):
                 self.add_timer(kind, self.now, scheduled_event_id=scheduled_event_id)
@@ -495,7 +489,13 @@ def _write_pending_rows(mutations: list[ExecutionMutation], write: store.Write) 
         [a for m in mutations for a in m._activities],
     ):
         store.insert_rows(write, rows)
-    store.delete_rows(write, PendingActivity, [pk for m in mutations for pk in m._gone_activities])
+    gone = [m for m in mutations if m._gone_activities]
+    store.delete_rows(
+        write,
+        PendingActivity,
+        [pk for m in gone for pk in m._gone_activities],
+        [m.execution.shard_id for m in gone],
+    )
     wakeups: Counter[str] = sum((m._task_wakeups for m in mutations), Counter())
     notifications = {n for m in mutations for n in m._notifications}
     notifications |= {(TASKS_CHANNEL, task_wakeup_payload(key, n)) for key, n in wakeups.items() if n > 0}

@@ -75,14 +75,15 @@ def _inline(value: Any, payloads: dict[str, Any]) -> Any:
 
 def archive_run(ex: WorkflowExecution) -> str:
     """Write the run's archive file and return its name; raises if the storage fails."""
-    digests = list(ex.payload_refs.values_list("digest", flat=True))
+    digests = list(ex.payload_refs.filter(shard_id=ex.shard_id).values_list("digest", flat=True))
     payloads = dict(
         Payload.objects.filter(namespace_id=ex.namespace_id, digest__in=digests).values_list("digest", "data")
     )
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb") as out:
         out.write((json.dumps({"execution": execution_record(ex)}) + "\n").encode())
-        for event in HistoryEvent.objects.filter(run=ex).order_by("event_id").iterator(chunk_size=500):
+        events = HistoryEvent.objects.filter(run=ex, shard_id=ex.shard_id).order_by("event_id")
+        for event in events.iterator(chunk_size=500):
             out.write((json.dumps(_inline(serialize_event(event), payloads)) + "\n").encode())
     name = archive_name(ex.namespace, ex.workflow_id, str(ex.run_id))
     storage = archive_storage()

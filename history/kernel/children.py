@@ -73,7 +73,8 @@ def start_child_workflow(m: ExecutionMutation, a: dict[str, Any], wtc: int) -> N
         retry_policy = normalize_retry_policy(a["retry_policy"]) if a.get("retry_policy") else None
     except ValueError as exc:
         raise CommandRejected(cause, f"retry_policy: {exc}") from None
-    if m.execution.children.count() >= m.namespace.max_pending_children:
+    children = PendingChildExecution.objects.filter(run=m.execution, shard_id=m.execution.shard_id)
+    if children.count() >= m.namespace.max_pending_children:
         raise CommandRejected("PENDING_CHILD_WORKFLOWS_LIMIT_EXCEEDED", "too many pending child workflows")
     attributes = {
         "namespace": m.namespace.name,
@@ -118,7 +119,8 @@ def _target(a: dict[str, Any], cause: str) -> tuple[str, str]:
 
 
 def _check_external_limit(m: ExecutionMutation, cause: str) -> None:
-    if m.execution.external_requests.count() >= MAX_PENDING_EXTERNAL_REQUESTS:
+    requests = PendingExternalRequest.objects.filter(run=m.execution, shard_id=m.execution.shard_id)
+    if requests.count() >= MAX_PENDING_EXTERNAL_REQUESTS:
         raise CommandRejected(cause, "too many pending requests to other workflows")
 
 
@@ -234,7 +236,9 @@ def restore_child(
         m.add_timer(TimerKind.START_CHILD, m.now, scheduled_event_id=initiated_event_id)
         return
     child.started_run_id, child.started_event_id = uuid.UUID(started[0]), started[1]
-    child.save(update_fields=["started_run_id", "started_event_id"])
+    PendingChildExecution.objects.filter(id=child.id, shard_id=child.shard_id).update(
+        started_run_id=child.started_run_id, started_event_id=child.started_event_id
+    )
 
 
 def restore_external_request(

@@ -47,9 +47,9 @@ def apply_signal(
 ) -> None:
     ex = mutation.execution
     if request_id:
-        if SignalRequest.objects.filter(run=ex, request_id=request_id).exists():
+        if SignalRequest.objects.filter(run=ex, shard_id=ex.shard_id, request_id=request_id).exists():
             return
-        SignalRequest.objects.create(run=ex, request_id=request_id)
+        SignalRequest.objects.create(run=ex, shard_id=ex.shard_id, request_id=request_id)
     if ex.signal_count >= mutation.namespace.max_signals_per_execution:
         raise ChronicleError(
             ErrorCode.LIMIT_EXCEEDED,
@@ -159,7 +159,9 @@ def create_query(
     check_payload(namespace, query_args, "query args")
     with transaction.atomic(durable=True):
         execution = lock_execution(namespace, workflow_id, run_id)
-        query = WorkflowQuery.objects.create(run=execution, query_type=query_type, query_args=query_args)
+        query = WorkflowQuery.objects.create(
+            run=execution, shard_id=execution.shard_id, query_type=query_type, query_args=query_args
+        )
         mutation = ExecutionMutation(execution, namespace)
         enqueue_query_txn(mutation, query)
         mutation.save()

@@ -32,39 +32,43 @@ SURVIVE_CLOSE = frozenset(
     {TimerKind.RETENTION, TimerKind.START_CHILD, TimerKind.CHILD_CLOSED, TimerKind.PARENT_CLOSE_POLICY}
 )
 
-# Each is a part of the closing run's one write (a data-modifying WITH member).
+# Each is a part of the closing run's one write (a data-modifying WITH member); each names
+# the runs' shards besides the runs (docs/scale-out.md).
+_RUNS = "run_id = ANY(%s) AND shard_id = ANY(%s::int[])"
 _DROP_PENDING_WORK = (
-    f"DELETE FROM {PendingActivity._meta.db_table} WHERE run_id = ANY(%s)",
-    f"DELETE FROM {TimerTask._meta.db_table} WHERE run_id = ANY(%s) AND kind <> ALL(%s)",
-    f"DELETE FROM {Task._meta.db_table} WHERE id IN ("
-    f"SELECT id FROM {Task._meta.db_table} WHERE run_id = ANY(%s) FOR UPDATE SKIP LOCKED)",
-    f"DELETE FROM {PendingExternalRequest._meta.db_table} WHERE run_id = ANY(%s)",
+    f"DELETE FROM {PendingActivity._meta.db_table} WHERE {_RUNS}",
+    f"DELETE FROM {TimerTask._meta.db_table} WHERE {_RUNS} AND kind <> ALL(%s)",
+    f"DELETE FROM {Task._meta.db_table} WHERE shard_id = ANY(%s::int[]) AND id IN ("
+    f"SELECT id FROM {Task._meta.db_table} WHERE {_RUNS} FOR UPDATE SKIP LOCKED)",
+    f"DELETE FROM {PendingExternalRequest._meta.db_table} WHERE {_RUNS}",
 )
 
 _STARTED_CHILDREN = f"""
     WITH abandoned AS (
         DELETE FROM {PendingChildExecution._meta.db_table}
-        WHERE run_id = %s AND started_run_id IS NOT NULL AND parent_close_policy = %s
+        WHERE run_id = %s AND shard_id = %s AND started_run_id IS NOT NULL AND parent_close_policy = %s
     )
     SELECT initiated_event_id FROM {PendingChildExecution._meta.db_table}
-    WHERE run_id = %s AND started_run_id IS NOT NULL AND parent_close_policy <> %s
+    WHERE run_id = %s AND shard_id = %s AND started_run_id IS NOT NULL AND parent_close_policy <> %s
     ORDER BY initiated_event_id
 """
 
 
-def drop_pending_work(write: store.Write, run_ids: Sequence[uuid.UUID]) -> None:
+def drop_pending_work(write: store.Write, run_ids: Sequence[uuid.UUID], shard_ids: Sequence[int]) -> None:
     """Add to ``write`` the deletion of the closed runs' activities, timers (but those that
     outlive a close), task rows and external requests. A part of the run's one write: its
     deletions see the rows as they were before the write, so the rows the same write adds
     stay. (``SKIP LOCKED``: a task row a poller holds is stale anyway and dropped on claim.)
+    ``shard_ids`` are the runs' shards.
     """
     runs = list(run_ids)
     keep = sorted(str(kind) for kind in SURVIVE_CLOSE)
+    shards = sorted(set(shard_ids))
     activities, timers, tasks, requests = _DROP_PENDING_WORK
-    write.add(activities, [runs])
-    write.add(timers, [runs, keep])
-    write.add(tasks, [runs])
-    write.add(requests, [runs])
+    write.add(activities, [runs, shards])
+    write.add(timers, [runs, shards, keep])
+    write.add(tasks, [shards, runs, shards])
+    write.add(requests, [runs, shards])
 
 
 def child_duties(execution: WorkflowExecution, *, has_children: bool) -> list[tuple[str, int]]:
@@ -78,14 +82,15 @@ def child_duties(execution: WorkflowExecution, *, has_children: bool) -> list[tu
     duties: list[tuple[str, int]] = []
     if execution.reset_run_id is not None:
         if has_children:
-            PendingChildExecution.objects.filter(run=execution).delete()
+            PendingChildExecution.objects.filter(run=execution, shard_id=execution.shard_id).delete()
         return duties
     if execution.parent_run_id is not None and execution.new_run_id is None:
         duties.append((TimerKind.CHILD_CLOSED, 0))
     if has_children:
         abandon = str(ParentClosePolicy.ABANDON)
         with connection.cursor() as cursor:
-            cursor.execute(_STARTED_CHILDREN, [execution.run_id, abandon, execution.run_id, abandon])
+            run, shard = execution.run_id, execution.shard_id
+            cursor.execute(_STARTED_CHILDREN, [run, shard, abandon, run, shard, abandon])
             duties += [(TimerKind.PARENT_CLOSE_POLICY, initiated) for (initiated,) in cursor.fetchall()]
     return duties
 

@@ -108,7 +108,7 @@ def _schedule_activity(
 
 _PENDING_ACTIVITIES_SQL = (
     f"SELECT count(*) FILTER (WHERE activity_id = %s), count(*) FROM {PendingActivity._meta.db_table} "
-    "WHERE run_id = %s"
+    "WHERE run_id = %s AND shard_id = %s"
 )
 
 
@@ -117,7 +117,7 @@ def _pending_activities(m: ExecutionMutation, activity_id: str) -> tuple[int, in
     counting those scheduled earlier in this same completion (inserted with its write).
     One fixed statement: every scheduled activity pays for it."""
     with store.bound_cursor() as cursor:
-        cursor.execute(_PENDING_ACTIVITIES_SQL, [activity_id, m.execution.run_id])
+        cursor.execute(_PENDING_ACTIVITIES_SQL, [activity_id, m.execution.run_id, m.execution.shard_id])
         same_id, total = cursor.fetchone()
     new = m.new_activities
     return same_id + sum(a.activity_id == activity_id for a in new), total + len(new)
@@ -130,7 +130,9 @@ def _request_cancel_activity(m: ExecutionMutation, a: dict[str, Any], wtc: int, 
             "BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", "scheduled_event_id must be an integer"
         )
     activity = m.new_activity(scheduled) or (
-        PendingActivity.objects.filter(run=m.execution, scheduled_event_id=scheduled).first()
+        PendingActivity.objects.filter(
+            run=m.execution, shard_id=m.execution.shard_id, scheduled_event_id=scheduled
+        ).first()
     )
     if activity is None:
         raise CommandRejected("BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES", f"no pending activity {scheduled}")
@@ -168,7 +170,9 @@ def _start_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: st
     delay = _seconds(a, "start_to_fire_timeout", "BAD_START_TIMER_ATTRIBUTES")
     if delay <= 0:
         raise CommandRejected("BAD_START_TIMER_ATTRIBUTES", "start_to_fire_timeout must be positive")
-    if TimerTask.objects.filter(run=m.execution, kind=TimerKind.USER_TIMER, timer_id=timer_id).exists():
+    if TimerTask.objects.filter(
+        run=m.execution, shard_id=m.execution.shard_id, kind=TimerKind.USER_TIMER, timer_id=timer_id
+    ).exists():
         raise CommandRejected("START_TIMER_DUPLICATE_ID", f"timer_id {timer_id!r} is running")
     started = m.append(
         EventType.TIMER_STARTED,
@@ -188,10 +192,13 @@ def _start_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: st
 
 def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:
     timer_id = _name(a, "timer_id", "BAD_CANCEL_TIMER_ATTRIBUTES")
-    timer = TimerTask.objects.filter(run=m.execution, kind=TimerKind.USER_TIMER, timer_id=timer_id).first()
+    timers = TimerTask.objects.filter(
+        run=m.execution, shard_id=m.execution.shard_id, kind=TimerKind.USER_TIMER, timer_id=timer_id
+    )
+    timer = timers.first()
     started_id = timer.scheduled_event_id if timer else None
     if timer is not None:
-        timer.delete()
+        timers.filter(id=timer.id).delete()
     else:
         # Fired while this task ran: its TimerFired is still buffered; drop it.
         def is_fired(event: dict[str, Any]) -> bool:

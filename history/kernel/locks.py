@@ -5,17 +5,25 @@ optional run id), as client operations name a run, and :func:`lock_run` by run i
 task tokens, transfers and timers do. Each is one raw statement: compiling the ORM
 queryset cost more CPU than running it. The lock order is always the run first, then
 its task or timer rows, never the namespace row.
+
+Every lock names the run's shard (``shard_id``, the column a distributed PostgreSQL
+distributes the run tables by: docs/scale-out.md), so the statement goes to the one node
+that holds the run. An identity gives the shard (:func:`shard_for`); a run id alone does
+not, so the callers that lock by run id pass the shard they know (the task or timer row's,
+the token's). ``shard_id=None`` is for a run id from an older token that did not carry it.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import uuid
 from collections.abc import Collection, Sequence
 from typing import Any, TypeVar
 
 from django.db import models
 
+from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel import store
 from history.models import (
@@ -28,6 +36,16 @@ from history.models import (
 from namespaces.models import Namespace
 
 M = TypeVar("M", bound=models.Model)
+
+
+def shard_for(namespace_id: uuid.UUID, workflow_id: str) -> int:
+    """A stable hash (never Python's salted ``hash()``) of the execution's identity.
+
+    ``CHRONICLE_SHARDS`` never changes after the first start, so this is the shard of
+    every run of the identity, past and future: a lock or a look-up by identity names it.
+    """
+    digest = hashlib.blake2b(f"{namespace_id}/{workflow_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % engine_settings().shards
 
 
 def lock_execution(
@@ -48,7 +66,7 @@ def lock_execution(
     else:
         sql, last = _LOCK_CURRENT_RUN_SQL, ExecutionStatus.RUNNING.value
     with store.bound_cursor() as cursor:
-        cursor.execute(sql, [namespace.pk, workflow_id, last])
+        cursor.execute(sql, [namespace.pk, workflow_id, shard_for(namespace.pk, workflow_id), last])
         row = cursor.fetchone()
     if row is None:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
@@ -59,7 +77,7 @@ def lock_execution(
 
 _LOCK_EXECUTION_SQL = (
     f"SELECT {store.select_list(WorkflowExecution, 'e')} FROM {WorkflowExecution._meta.db_table} e "
-    "WHERE namespace_id = %s AND workflow_id = %s "
+    "WHERE namespace_id = %s AND workflow_id = %s AND shard_id = %s "
     "{where} {order} LIMIT 1 FOR UPDATE"
 )
 # Its two statements, written out once: the given run, or the current one (running, else latest).
@@ -69,7 +87,7 @@ _LOCK_CURRENT_RUN_SQL = _LOCK_EXECUTION_SQL.format(
 )
 
 
-def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
+def lock_run(run_id: uuid.UUID | str, shard_id: int | None = None) -> WorkflowExecution:
     """Lock a run ``FOR UPDATE`` and load its namespace without locking the namespace.
 
     ``FOR UPDATE OF e`` matters: a plain ``FOR UPDATE`` with the join would lock the
@@ -82,7 +100,10 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
     except ValueError:
         raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found") from None
     with store.bound_cursor() as cursor:
-        cursor.execute(_LOCK_RUN_SQL, [run_uuid])
+        if shard_id is None:
+            cursor.execute(_LOCK_RUN_ANY_SHARD_SQL, [run_uuid])
+        else:
+            cursor.execute(_LOCK_RUN_SQL, [run_uuid, shard_id])
         row = cursor.fetchone()
     if row is None:
         raise ChronicleError(ErrorCode.STALE_TASK, "workflow execution not found")
@@ -90,7 +111,7 @@ def lock_run(run_id: uuid.UUID | str) -> WorkflowExecution:
 
 
 def lock_run_and_row(
-    run_id: uuid.UUID | str, model: type[M], column: str, value: object
+    run_id: uuid.UUID | str, model: type[M], column: str, value: object, shard_id: int | None = None
 ) -> tuple[WorkflowExecution, M] | None:
     """Lock a run as :func:`lock_run` does and, in the same statement, its row of ``model``
     whose ``column`` is ``value`` (run first, then the row: every writer's order); None
@@ -103,7 +124,10 @@ def lock_run_and_row(
     except ValueError:
         return None
     with store.bound_cursor() as cursor:
-        cursor.execute(_lock_run_and_row_sql(model, column), [value, run_uuid])
+        if shard_id is None:
+            cursor.execute(_lock_run_and_row_sql(model, column, sharded=False), [value, run_uuid])
+        else:
+            cursor.execute(_lock_run_and_row_sql(model, column, sharded=True), [value, run_uuid, shard_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -116,13 +140,17 @@ def lock_run_and_row(
 
 
 @functools.cache
-def _lock_run_and_row_sql(model: type[models.Model], column: str) -> str:
-    return _lock_sql("e.run_id = %s", also=model, column=column)
+def _lock_run_and_row_sql(model: type[models.Model], column: str, *, sharded: bool) -> str:
+    return _lock_sql(
+        "e.run_id = %s AND e.shard_id = %s" if sharded else "e.run_id = %s", also=model, column=column
+    )
 
 
-def lock_runs(run_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, WorkflowExecution]:
+def lock_runs(
+    run_ids: Collection[uuid.UUID], shard_ids: Collection[int]
+) -> dict[uuid.UUID, WorkflowExecution]:
     """Lock several runs as :func:`lock_run` locks one, in one statement; the runs that
-    exist, by id.
+    exist, by id. ``shard_ids`` holds the shards the runs are on (one each, or more).
 
     The locks are taken in run-id order, as every statement that locks several runs takes
     them (the timer queue's batches, a poll's batch of tasks), so two never wait for each
@@ -131,7 +159,7 @@ def lock_runs(run_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, WorkflowExecuti
     if not run_ids:
         return {}
     with store.bound_cursor() as cursor:
-        cursor.execute(_LOCK_RUNS_SQL, [sorted(set(run_ids))])
+        cursor.execute(_LOCK_RUNS_SQL, [sorted(set(run_ids)), sorted(set(shard_ids))])
         rows = cursor.fetchall()
     return {run.run_id: run for run in map(_locked, rows)}
 
@@ -149,10 +177,11 @@ _LOCK_FACTS = "_chronicle_lock_facts"
 _LOCK_FACT_NAMES = ("has_buffered_queries", "has_children")
 # What the lock reads besides the run and its namespace: whether its rare rows exist.
 _LOCK_FACTS_SELECT = (
-    f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id AND q.buffered"
-    f" AND q.state = '{QueryState.PENDING.value}') AS has_buffered_queries"
+    f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id"
+    f" AND q.shard_id = e.shard_id AND q.buffered AND q.state = '{QueryState.PENDING.value}')"
+    " AS has_buffered_queries"
     f", EXISTS (SELECT 1 FROM {PendingChildExecution._meta.db_table} c"
-    " WHERE c.run_id = e.run_id) AS has_children"
+    " WHERE c.run_id = e.run_id AND c.shard_id = e.shard_id) AS has_children"
 )
 
 
@@ -166,13 +195,15 @@ def _lock_sql(which: str, *, also: type[models.Model] | None = None, column: str
     locked = " FOR UPDATE OF e"
     if also is not None:
         select += f", {store.select_list(also, 'r')}"
-        source += f" JOIN {also._meta.db_table} r ON r.run_id = e.run_id AND r.{column} = %s"
+        source += f" JOIN {also._meta.db_table} r ON r.run_id = e.run_id AND r.shard_id = e.shard_id"
+        source += f" AND r.{column} = %s"
         locked += ", r"
     return f"{select}{source} WHERE {which}{locked}"
 
 
-_LOCK_RUN_SQL = _lock_sql("e.run_id = %s")
-_LOCK_RUNS_SQL = _lock_sql("e.run_id = ANY(%s::uuid[]) ORDER BY e.run_id")
+_LOCK_RUN_SQL = _lock_sql("e.run_id = %s AND e.shard_id = %s")
+_LOCK_RUN_ANY_SHARD_SQL = _lock_sql("e.run_id = %s")
+_LOCK_RUNS_SQL = _lock_sql("e.run_id = ANY(%s::uuid[]) AND e.shard_id = ANY(%s::int[]) ORDER BY e.run_id")
 
 
 def may_have_buffered_queries(execution: WorkflowExecution) -> bool:

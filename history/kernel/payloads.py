@@ -112,7 +112,7 @@ def store(runs: list[tuple[Namespace, WorkflowExecution, Offloaded]], now: datet
             update_fields=["last_used_at"],
         )
     refs = [
-        PayloadReference(run=run, namespace=ns, digest=d)
+        PayloadReference(run=run, shard_id=run.shard_id, namespace=ns, digest=d)
         for ns, run, found in runs
         for d in sorted(found.digests)
     ]

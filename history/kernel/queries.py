@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from chronicle import clock
 from chronicle.conf import engine_settings
@@ -21,15 +22,25 @@ from history.kernel import store, tokens
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.locks import may_have_buffered_queries
 from history.kernel.wakeups import HISTORY_CHANNEL, notify
-from history.models import QueryState, TaskKind, WorkflowExecution, WorkflowQuery
+from history.models import QueryState, Task, TaskKind, WorkflowExecution, WorkflowQuery
 
 MAX_BUFFERED_QUERIES = 1
 FAILING_TASK_ATTEMPT = 3
 
 
 def query_task_token(query: WorkflowQuery, namespace_id: uuid.UUID) -> str:
-    """The token a query task carries, issued in its run's namespace."""
-    return tokens.encode("query", namespace_id, q=str(query.id))
+    """The token a query task carries, issued in its run's namespace (with its shard)."""
+    return tokens.encode("query", namespace_id, q=str(query.id), h=query.shard_id)
+
+
+def _pending_buffered(ex: WorkflowExecution) -> QuerySet[WorkflowQuery]:
+    """The run's queries waiting for its next workflow task."""
+    return WorkflowQuery.objects.filter(run=ex, shard_id=ex.shard_id, buffered=True, state=QueryState.PENDING)
+
+
+def _set_buffered(query: WorkflowQuery, buffered: bool) -> None:
+    query.buffered = buffered
+    WorkflowQuery.objects.filter(id=query.id, shard_id=query.shard_id).update(buffered=buffered)
 
 
 def enqueue_query_txn(mutation: ExecutionMutation, query: WorkflowQuery) -> None:
@@ -38,17 +49,13 @@ def enqueue_query_txn(mutation: ExecutionMutation, query: WorkflowQuery) -> None
     _check_ready_for_queries(ex)
     # A start backoff (cron, retry, delayed start) ends in a workflow task: wait for it too.
     if ex.is_running and (ex.wft_scheduled_event_id or ex.wft_backoff_until):
-        if (
-            WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING).count()
-            >= MAX_BUFFERED_QUERIES
-        ):
+        if _pending_buffered(ex).count() >= MAX_BUFFERED_QUERIES:
             raise ChronicleError(
                 ErrorCode.BUSY_WORKFLOW,
                 f"the run already has {MAX_BUFFERED_QUERIES} query waiting for its workflow task",
                 retry_after=1,
             )
-        query.buffered = True
-        query.save(update_fields=["buffered"])
+        _set_buffered(query, True)
         return
     _dispatch_query_task(mutation, query)
 
@@ -78,8 +85,7 @@ def _check_ready_for_queries(ex: WorkflowExecution) -> None:
 def _dispatch_query_task(mutation: ExecutionMutation, query: WorkflowQuery) -> None:
     ex = mutation.execution
     if query.buffered:
-        query.buffered = False
-        query.save(update_fields=["buffered"])
+        _set_buffered(query, False)
     queue = ex.sticky_task_queue or ex.task_queue
     mutation.add_task(TaskKind.WORKFLOW, queue, 0, 1, query_id=query.id)
     if ex.sticky_task_queue:
@@ -88,7 +94,7 @@ def _dispatch_query_task(mutation: ExecutionMutation, query: WorkflowQuery) -> N
 
 _BUFFERED = (
     f"SELECT id, query_type, query_args FROM {WorkflowQuery._meta.db_table} "
-    "WHERE run_id = %s AND buffered AND state = %s ORDER BY created_at"
+    "WHERE run_id = %s AND shard_id = %s AND buffered AND state = %s ORDER BY created_at"
 )
 
 
@@ -102,7 +108,7 @@ def buffered_queries(ex: WorkflowExecution) -> dict[str, dict[str, Any]]:
     if not may_have_buffered_queries(ex):
         return {}
     with store.bound_cursor() as cursor:
-        cursor.execute(_BUFFERED, [ex.run_id, str(QueryState.PENDING)])
+        cursor.execute(_BUFFERED, [ex.run_id, ex.shard_id, str(QueryState.PENDING)])
         rows = cursor.fetchall()
     return {str(qid): {"query_type": kind, "query_args": json.loads(args)} for qid, kind, args in rows}
 
@@ -112,8 +118,7 @@ def answer_buffered_queries_txn(ex: WorkflowExecution, results: dict[str, Any]) 
     for query_id, result in results.items():
         if not isinstance(result, dict):
             raise invalid(f"query_results[{query_id!r}] must be an object")
-        pending = WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING)
-        query = pending.select_for_update().filter(id=_parse_uuid(query_id)).first()
+        query = _pending_buffered(ex).select_for_update().filter(id=_parse_uuid(query_id)).first()
         if query is not None:
             _answer(query, result.get("answer"), str(result.get("error_message") or ""))
 
@@ -123,7 +128,7 @@ def release_buffered_queries_txn(mutation: ExecutionMutation) -> None:
     ex = mutation.execution
     if (ex.is_running and ex.wft_scheduled_event_id) or not may_have_buffered_queries(ex):
         return
-    for query in WorkflowQuery.objects.filter(run=ex, buffered=True, state=QueryState.PENDING):
+    for query in _pending_buffered(ex):
         _dispatch_query_task(mutation, query)
 
 
@@ -139,8 +144,20 @@ def _answer(query: WorkflowQuery, answer: Any, error_message: str) -> None:
     query.state = QueryState.FAILED if error_message else QueryState.ANSWERED
     query.answer = answer
     query.error_message = error_message
-    query.save()
+    WorkflowQuery.objects.filter(id=query.id, shard_id=query.shard_id).update(
+        state=query.state, answer=query.answer, error_message=error_message
+    )
     notify(HISTORY_CHANNEL, f"query:{query.id}")
+
+
+def forget_query(query: WorkflowQuery) -> None:
+    """Delete a query its caller is done with, and any query task still queued for it, in
+    one statement on its shard (``Model.delete`` would look for the tasks on every shard)."""
+    write = store.Write()
+    where = "AND shard_id = %s"
+    write.add(f"DELETE FROM {Task._meta.db_table} WHERE query_id = %s {where}", [query.id, query.shard_id])
+    write.add(f"DELETE FROM {WorkflowQuery._meta.db_table} WHERE id = %s {where}", [query.id, query.shard_id])
+    store.send(write)
 
 
 def respond_query_task_completed(
@@ -154,13 +171,12 @@ def respond_query_task_completed(
     one answered under another queue than its run's, is refused as an unknown task."""
     token = tokens.decode(task_token, "query")
     tokens.check_issued_in(token, scope)
+    queries = WorkflowQuery.objects.select_for_update(of=("self",)).select_related("run")
+    shard = tokens.token_shard(token)
+    if shard is not None:
+        queries = queries.filter(shard_id=shard, run__shard_id=shard)
     with transaction.atomic(durable=True):
-        query = (
-            WorkflowQuery.objects.select_for_update(of=("self",))
-            .select_related("run")
-            .filter(id=token["q"])
-            .first()
-        )
+        query = queries.filter(id=token["q"]).first()
         if query is None:
             raise tokens.task_not_found()
         run = query.run

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
-from history.kernel._mutation import SCHEDULED_BY_ID, ExecutionMutation, shard_for
+from history.kernel._mutation import SCHEDULED_BY_ID, ExecutionMutation
 from history.kernel.client_operations import request_cancel_txn, terminate_txn
-from history.kernel.locks import lock_run
+from history.kernel.locks import lock_run, shard_for
 from history.kernel.start import StartRequest, start_workflow_execution_txn, validate_start
 from history.kernel.wakeups import TIMERS_CHANNEL, notify
 from history.models import ExecutionStatus, Schedule, TimerKind, TimerTask, WorkflowExecution
@@ -193,9 +193,13 @@ def update_schedule(
 
 
 def delete_schedule(namespace: Namespace, schedule_id: str) -> None:
-    """Delete the schedule and its timer; runs it started keep running."""
+    """Delete the schedule and its timer; runs it started keep running. (Its timer rows go
+    by shard, then the row itself: ``Model.delete`` would look for them on every shard.)"""
     with transaction.atomic(durable=True):
-        _lock(namespace, schedule_id).delete()
+        schedule = _lock(namespace, schedule_id)
+        _replace_timers([schedule], [])
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {Schedule._meta.db_table} WHERE id = %s", [schedule.pk])
 
 
 def pause_schedule(namespace: Namespace, schedule_id: str, *, paused: bool, note: str) -> Schedule:
@@ -273,30 +277,22 @@ def _touch(schedule: Schedule, now: datetime) -> None:
 # -- firing -------------------------------------------------------------------------
 
 
-def fire_schedule_timers_txn(timer_ids: list[int]) -> int:
-    """Fire due SCHEDULE timer rows inside the caller's (fenced) transaction; return fired count.
+def fire_schedule_timers_txn(timer_ids: list[int], shard_ids: list[int]) -> int:
+    """Fire due SCHEDULE timer rows (of these shards) inside the caller's (fenced)
+    transaction; return fired count.
 
     Schedules are locked before their timer rows, the order every schedule operation
     uses; a row another transaction holds is left for the next pass.
     """
-    schedule_ids = sorted(
-        {
-            sid
-            for sid in TimerTask.objects.filter(id__in=timer_ids).values_list("schedule_id", flat=True)
-            if sid
-        }
-    )
+    rows = TimerTask.objects.filter(shard_id__in=shard_ids, id__in=timer_ids)
+    schedule_ids = sorted({sid for sid in rows.values_list("schedule_id", flat=True) if sid})
     schedules = list(
         Schedule.objects.select_for_update(of=("self",))
         .select_related("namespace")
         .filter(id__in=schedule_ids)
         .order_by("id")
     )
-    locked = set(
-        TimerTask.objects.select_for_update(skip_locked=True)
-        .filter(id__in=timer_ids)
-        .values_list("schedule_id", flat=True)
-    )
+    locked = set(rows.select_for_update(skip_locked=True).values_list("schedule_id", flat=True))
     now = clock.now()
     fired = [s for s in schedules if s.id in locked]
     _replace_timers(fired, [_fire(schedule, now) for schedule in fired])
@@ -334,7 +330,9 @@ class _Firing:
         if not s.running_actions:
             return
         ids = [a["run_id"] for a in s.running_actions]
-        statuses = dict(WorkflowExecution.objects.filter(run_id__in=ids).values_list("run_id", "status"))
+        shards = {shard_for(s.namespace_id, a["workflow_id"]) for a in s.running_actions}
+        runs = WorkflowExecution.objects.filter(shard_id__in=shards, run_id__in=ids)
+        statuses = dict(runs.values_list("run_id", "status"))
         still: list[dict[str, str]] = []
         for action in s.running_actions:
             status = statuses.get(uuid.UUID(action["run_id"]))
@@ -399,7 +397,7 @@ class _Firing:
     def close_running(self, *, terminate: bool) -> None:
         s = self.schedule
         for action in s.running_actions:
-            execution = lock_run(action["run_id"])
+            execution = lock_run(action["run_id"], shard_for(s.namespace_id, action["workflow_id"]))
             if not execution.is_running:
                 continue
             mutation = ExecutionMutation(execution, execution.namespace)
@@ -472,7 +470,7 @@ def _next_timer(schedule: Schedule, now: datetime, *, again_now: bool) -> TimerT
 
 def _replace_timers(schedules: list[Schedule], timers: list[TimerTask | None]) -> None:
     """One DELETE, one INSERT and one NOTIFY for a whole firing batch of schedules."""
-    TimerTask.objects.filter(schedule__in=schedules).delete()
+    TimerTask.objects.filter(shard_id__in={s.shard_id for s in schedules}, schedule__in=schedules).delete()
     rows = [t for t in timers if t is not None]
     if not rows:
         return

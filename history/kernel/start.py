@@ -19,8 +19,9 @@ from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.cron import CronError, cron_backoff_seconds, validate_cron
 from history.faults import crash_point
 from history.kernel import store
-from history.kernel._mutation import ExecutionMutation, shard_for
+from history.kernel._mutation import ExecutionMutation
 from history.kernel.client_operations import apply_signal, terminate_txn
+from history.kernel.locks import shard_for
 from history.kernel.payloads import check_payload
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import effective_run_timeout, normalize_retry_policy
@@ -238,7 +239,9 @@ def _inherited_parent(previous: WorkflowExecution | None) -> ParentLink | None:
         return None
     initiated = (
         PendingChildExecution.objects.filter(
-            run_id=previous.parent_run_id, started_run_id=previous.first_run_id
+            run_id=previous.parent_run_id,
+            shard_id=shard_for(previous.namespace_id, previous.parent_workflow_id or ""),
+            started_run_id=previous.first_run_id,
         )
         .values_list("initiated_event_id", flat=True)
         .first()
@@ -345,7 +348,7 @@ def start_workflow_execution_txn(namespace: Namespace, req: StartRequest) -> Sta
 def _lock_latest_run(namespace: Namespace, workflow_id: str) -> WorkflowExecution | None:
     """The id's latest run, locked ``FOR UPDATE``; one fixed statement (every start asks)."""
     with store.bound_cursor() as cursor:
-        cursor.execute(_LATEST_RUN_SQL, [namespace.pk, workflow_id])
+        cursor.execute(_LATEST_RUN_SQL, [namespace.pk, workflow_id, shard_for(namespace.pk, workflow_id)])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -357,7 +360,8 @@ def _lock_latest_run(namespace: Namespace, workflow_id: str) -> WorkflowExecutio
 
 _LATEST_RUN_SQL = (
     f"SELECT {store.select_list(WorkflowExecution, 'e')} FROM {WorkflowExecution._meta.db_table} e "
-    "WHERE e.namespace_id = %s AND e.workflow_id = %s ORDER BY e.start_time DESC LIMIT 1 FOR UPDATE"
+    "WHERE e.namespace_id = %s AND e.workflow_id = %s AND e.shard_id = %s "
+    "ORDER BY e.start_time DESC LIMIT 1 FOR UPDATE"
 )
 
 

@@ -14,6 +14,9 @@ which parts a write has and, up to a few rows, how many rows each holds (more go
 arrays: :func:`rows_query`). Values are sent as parameters bound apart from the statement
 (see :func:`bound_cursor`), never spliced into the text, and the few shapes are prepared:
 parsed and planned once per connection.
+
+Every ``UPDATE`` and ``DELETE`` names the rows' shard (``shard_id``) besides their keys, so
+on a distributed PostgreSQL each goes to the node that holds the run (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -132,13 +135,18 @@ def insert_rows(write: Write, rows: Sequence[models.Model]) -> None:
         write.returning.append((part, rows))
 
 
-def delete_rows(write: Write, model: type[models.Model], ids: Sequence[Any]) -> None:
-    """Add the deletion of ``model``'s rows with these primary keys to ``write``."""
+def delete_rows(
+    write: Write, model: type[models.Model], ids: Sequence[Any], shard_ids: Sequence[int]
+) -> None:
+    """Add the deletion of ``model``'s rows with these primary keys, on these shards, to ``write``."""
     if ids:
         meta = model._meta
         assert meta.pk is not None
         table, pk = _quote(meta.db_table), _quote(meta.pk.column)
-        write.add(f"DELETE FROM {table} WHERE {pk} = ANY(%s)", [list(ids)])
+        write.add(
+            f"DELETE FROM {table} WHERE {pk} = ANY(%s) AND shard_id = ANY(%s::int[])",
+            [list(ids), sorted(set(shard_ids))],
+        )
 
 
 def update_changed_columns(write: Write, ex: WorkflowExecution) -> None:
@@ -162,7 +170,10 @@ def update_changed_columns(write: Write, ex: WorkflowExecution) -> None:
     db = _db()
     params = [f.get_db_prep_save(getattr(ex, f.attname), db) for f in changed]
     table = _quote(WorkflowExecution._meta.db_table)
-    write.add(f"UPDATE {table} SET {assignments} WHERE {_quote(pk.column)} = %s", [*params, ex.pk])
+    write.add(
+        f"UPDATE {table} SET {assignments} WHERE {_quote(pk.column)} = %s AND shard_id = %s",
+        [*params, ex.pk, ex.shard_id],
+    )
 
 
 def update_whole_rows(write: Write, executions: Sequence[WorkflowExecution]) -> None:
@@ -181,7 +192,7 @@ def update_whole_rows(write: Write, executions: Sequence[WorkflowExecution]) -> 
     table = _quote(WorkflowExecution._meta.db_table)
     write.add(
         f"UPDATE {table} AS t SET {assignments} FROM ({rows_sql}) AS v({columns}) "
-        f"WHERE t.{_quote(pk.column)} = v.{_quote(pk.column)}",
+        f"WHERE t.{_quote(pk.column)} = v.{_quote(pk.column)} AND t.shard_id = v.shard_id",
         params,
     )
 

@@ -11,7 +11,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
@@ -106,20 +106,20 @@ def fire_timers(fences: ShardFence | Sequence[ShardFence], timer_ids: list[tuple
     if schedule_rows:
         with transaction.atomic(durable=True):
             check_fences(fence_list)
-            fired += fire_schedule_timers_txn(schedule_rows)
+            fired += fire_schedule_timers_txn(schedule_rows, [fence.shard_id for fence in fence_list])
         timer_ids = [(tid, run_id) for tid, run_id in timer_ids if run_id not in _NO_RUN]
         if not timer_ids:
             return fired
     with transaction.atomic(durable=True):
         check_fences(fence_list)
         # Lock the runs only, not their namespace rows, in run-id order (see ``lock_runs``).
-        locked = lock_runs({uuid.UUID(str(run_id)) for _, run_id in timer_ids})
+        shards = sorted(fence.shard_id for fence in fence_list)
+        locked = lock_runs({uuid.UUID(str(run_id)) for _, run_id in timer_ids}, shards)
         runs = {str(run_id): run for run_id, run in locked.items()}
+        rows = TimerTask.objects.filter(shard_id__in=shards)
         timers = {
             t.id: t
-            for t in TimerTask.objects.select_for_update(skip_locked=True).filter(
-                id__in=[tid for tid, _ in timer_ids]
-            )
+            for t in rows.select_for_update(skip_locked=True).filter(id__in=[tid for tid, _ in timer_ids])
         }
         mutations: dict[str, ExecutionMutation] = {}
         done: list[int] = []
@@ -132,7 +132,7 @@ def fire_timers(fences: ShardFence | Sequence[ShardFence], timer_ids: list[tuple
             mutations[run_id] = mutation
             if _fire_one(mutation, timer, done):
                 fired += 1
-        TimerTask.objects.filter(id__in=done).delete()
+        rows.filter(id__in=done).delete()
         save_all(list(mutations.values()))
         crash_point("daemon_after_fire_before_commit")
     return fired
@@ -161,8 +161,7 @@ def _fire_one(m: ExecutionMutation, timer: TimerTask, done: list[int]) -> bool:
         if activity is not None and activity.last_heartbeat_time is not None:
             due = activity.last_heartbeat_time + timedelta(seconds=activity.heartbeat_timeout)
             if due > m.now:
-                timer.fire_at = due  # a heartbeat arrived: push the check forward
-                timer.save(update_fields=["fire_at"])
+                _move(timer, due)  # a heartbeat arrived: push the check forward
                 return False
     if kind == TimerKind.STICKY_TIMEOUT and _sticky_worker_still_polls(m, timer):
         return False
@@ -189,9 +188,14 @@ def _sticky_worker_still_polls(m: ExecutionMutation, timer: TimerTask) -> bool:
     )
     if not waiting or not _sticky_poller_alive(ex):
         return False
-    timer.fire_at = m.now + timedelta(seconds=max(ex.sticky_schedule_to_start_timeout, 1.0))
-    timer.save(update_fields=["fire_at"])
+    _move(timer, m.now + timedelta(seconds=max(ex.sticky_schedule_to_start_timeout, 1.0)))
     return True
+
+
+def _move(timer: TimerTask, fire_at: datetime) -> None:
+    """Fire the row later instead (on its shard)."""
+    timer.fire_at = fire_at
+    TimerTask.objects.filter(id=timer.id, shard_id=timer.shard_id).update(fire_at=fire_at)
 
 
 def _expire(m: ExecutionMutation, timer: TimerTask) -> bool:
@@ -205,16 +209,33 @@ def _expire(m: ExecutionMutation, timer: TimerTask) -> bool:
             archive_run(ex)
         except Exception:
             log.exception("archiving run %s failed; retention retries it", ex.run_id)
-            timer.fire_at = m.now + ARCHIVAL_RETRY
-            timer.save(update_fields=["fire_at"])
+            _move(timer, m.now + ARCHIVAL_RETRY)
             return False
-    ex.delete()
+    _delete_run(ex)
     m.deleted = True
     return True
 
 
+def _delete_run(ex: WorkflowExecution) -> None:
+    """Delete the run and every row of it (each table with a key to the run), on its shard,
+    in one statement (the foreign keys are checked at commit)."""
+    write = store.Write()
+    where = "= %s AND shard_id = %s"
+    for relation in WorkflowExecution._meta.related_objects:
+        model = relation.related_model
+        assert not isinstance(model, str)
+        table, column = model._meta.db_table, relation.field.column
+        write.add(f"DELETE FROM {table} WHERE {column} {where}", [ex.run_id, ex.shard_id])
+    write.add(
+        f"DELETE FROM {WorkflowExecution._meta.db_table} WHERE run_id {where}", [ex.run_id, ex.shard_id]
+    )
+    store.send(write)
+
+
 def _activity(ex: WorkflowExecution, timer: TimerTask) -> PendingActivity | None:
-    return PendingActivity.objects.filter(run=ex, scheduled_event_id=timer.scheduled_event_id).first()
+    return PendingActivity.objects.filter(
+        run=ex, shard_id=ex.shard_id, scheduled_event_id=timer.scheduled_event_id
+    ).first()
 
 
 def _user_timer(m: ExecutionMutation, timer: TimerTask) -> bool:

@@ -6,6 +6,9 @@ good where it came from: every call that carries one also says where it was made
 ``TaskScope``: the URL's namespace and task queue), and the kernel's lock step refuses a
 token whose namespace, run or task queue is not that scope with the same answer an
 unknown task gets, so a key of one namespace learns nothing about another's runs.
+
+A token also carries its run's shard (``h``), so the lock names it (docs/scale-out.md); a
+token issued before tokens carried it locks its run by id alone.
 """
 
 from __future__ import annotations
@@ -87,13 +90,19 @@ def check_scope(scope: TaskScope, *, namespace_id: uuid.UUID, queues: Iterable[s
         raise task_not_found()
 
 
+def token_shard(token: dict[str, Any]) -> int | None:
+    """The shard of the token's run, when the token carries it (``h``)."""
+    shard = token.get("h")
+    return shard if isinstance(shard, int) and not isinstance(shard, bool) else None
+
+
 def lock_token_run(token: dict[str, Any], scope: TaskScope) -> WorkflowExecution:
     """Lock the token's run ``FOR UPDATE`` if it was issued in, and still lives in, the
     call's namespace; otherwise the unknown-task answer (a run gone since is unknown too).
     The caller checks the task queue against the task it then finds."""
     check_issued_in(token, scope)
     try:
-        execution = lock_run(token["r"])
+        execution = lock_run(token["r"], token_shard(token))
     except ChronicleError:
         raise task_not_found() from None
     if execution.namespace_id != scope.namespace_id:

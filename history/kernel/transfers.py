@@ -5,6 +5,8 @@ two transactions, never one across shards: first the change to the other executi
 through its own kernel operation (made idempotent by a request id derived from the duty),
 then, under the duty's shard fence, the outcome recorded on the asking run together with
 the row's deletion. A crash between the two repeats the first harmlessly.
+Each statement names its rows' shard: the duty's for the asking run, :func:`shard_for` of
+the other's identity for the other (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode
@@ -25,7 +28,7 @@ from history.kernel.client_operations import (
     signal_workflow_execution,
     terminate_workflow_execution,
 )
-from history.kernel.locks import lock_run
+from history.kernel.locks import lock_run, shard_for
 from history.kernel.start import ParentLink, StartRequest, start_workflow_execution
 from history.kernel.timers import ShardFence, check_fence
 from history.models import (
@@ -74,7 +77,8 @@ def _carrier_id(row: TimerTask) -> uuid.UUID:
 
 def process_transfer(fence: ShardFence, timer_id: int) -> bool:
     """Carry one duty of the fenced shard; return whether it was done (False: gone or deferred)."""
-    row = TimerTask.objects.select_related("run__namespace").filter(id=timer_id).first()
+    rows = TimerTask.objects.select_related("run__namespace").filter(shard_id=fence.shard_id)
+    row = rows.filter(id=timer_id, run__shard_id=fence.shard_id).first()
     if row is None:
         return False
     try:
@@ -82,7 +86,7 @@ def process_transfer(fence: ShardFence, timer_id: int) -> bool:
     except NotYet:
         with transaction.atomic(durable=True):
             check_fence(fence)
-            TimerTask.objects.filter(id=row.id).update(fire_at=clock.now() + RETRY_LATER)
+            rows.filter(id=row.id).update(fire_at=clock.now() + RETRY_LATER)
         return False
     return True
 
@@ -92,14 +96,15 @@ def _record(fence: ShardFence, row: TimerTask, apply: Callable[[ExecutionMutatio
     with transaction.atomic(durable=True):
         check_fence(fence)
         try:
-            execution = lock_run(_carrier_id(row))
+            execution = lock_run(_carrier_id(row), row.shard_id)
         except ChronicleError:
             return  # retention deleted the run, and the row with it
-        if not TimerTask.objects.select_for_update().filter(id=row.id).exists():
+        duty = TimerTask.objects.filter(id=row.id, shard_id=row.shard_id)
+        if not duty.select_for_update().exists():
             return
         mutation = ExecutionMutation(execution, execution.namespace)
         apply(mutation)
-        TimerTask.objects.filter(id=row.id).delete()
+        duty.delete()
         mutation.save()
 
 
@@ -113,8 +118,8 @@ def _reset_ancestry(run: WorkflowExecution) -> list[tuple[uuid.UUID, int]]:
     base_id, below = run.reset_base_run_id, run.reset_event_id
     while base_id is not None and len(lineage) < MAX_RESET_HOPS:
         lineage.append((base_id, below))
-        base = WorkflowExecution.objects.filter(run_id=base_id).values("reset_base_run_id", "reset_event_id")
-        found = base.first()
+        base = WorkflowExecution.objects.filter(run_id=base_id, shard_id=run.shard_id)  # a reset keeps the id
+        found = base.values("reset_base_run_id", "reset_event_id").first()
         if found is None:
             break
         base_id, below = found["reset_base_run_id"], min(below, found["reset_event_id"])
@@ -145,9 +150,7 @@ def origin_run_id(run: WorkflowExecution, event_id: int) -> uuid.UUID:
 
 def _start_child(fence: ShardFence, row: TimerTask) -> None:
     parent = _carrier(row)
-    child = PendingChildExecution.objects.filter(
-        run=parent, initiated_event_id=row.scheduled_event_id
-    ).first()
+    child = _children(parent).filter(initiated_event_id=row.scheduled_event_id).first()
     if child is None or (not parent.is_running and child.started_run_id is None):
         _record(fence, row, lambda m: _forget_child(m, row.scheduled_event_id))
         return
@@ -160,7 +163,10 @@ def _start_child_run(parent: WorkflowExecution, child: PendingChildExecution) ->
     a = child.request
     request_id = duty_request_id(parent, child.initiated_event_id)
     already = WorkflowExecution.objects.filter(
-        namespace=parent.namespace, workflow_id=child.workflow_id, create_request_id=request_id
+        namespace=parent.namespace,
+        workflow_id=child.workflow_id,
+        shard_id=shard_for(parent.namespace_id, child.workflow_id),
+        create_request_id=request_id,
     ).first()
     if already is not None:
         return str(already.first_run_id), ""  # started before a reset of the parent
@@ -193,16 +199,18 @@ def _start_child_run(parent: WorkflowExecution, child: PendingChildExecution) ->
         return "", "START_CHILD_WORKFLOW_EXECUTION_FAILED_CAUSE_WORKFLOW_ALREADY_EXISTS"
 
 
+def _children(run: WorkflowExecution) -> QuerySet[PendingChildExecution]:
+    """The run's pending children (on its shard)."""
+    return PendingChildExecution.objects.filter(run=run, shard_id=run.shard_id)
+
+
 def _forget_child(m: ExecutionMutation, initiated_event_id: int) -> None:
-    PendingChildExecution.objects.filter(run=m.execution, initiated_event_id=initiated_event_id).delete()
+    _children(m.execution).filter(initiated_event_id=initiated_event_id).delete()
 
 
 def _child_start_outcome(m: ExecutionMutation, initiated_event_id: int, run_id: str, cause: str) -> None:
-    child = (
-        PendingChildExecution.objects.select_for_update()
-        .filter(run=m.execution, initiated_event_id=initiated_event_id)
-        .first()
-    )
+    rows = _children(m.execution).filter(initiated_event_id=initiated_event_id)
+    child = rows.select_for_update().first()
     if child is None or child.started_run_id is not None:
         return  # forgotten, or this outcome is already recorded
     common = {
@@ -211,7 +219,7 @@ def _child_start_outcome(m: ExecutionMutation, initiated_event_id: int, run_id: 
         "workflow_type": {"name": child.workflow_type},
     }
     if cause:
-        child.delete()
+        rows.delete()
         if m.execution.is_running:
             m.add_outside_event(
                 EventType.START_CHILD_WORKFLOW_EXECUTION_FAILED,
@@ -233,7 +241,7 @@ def _child_start_outcome(m: ExecutionMutation, initiated_event_id: int, run_id: 
     elif child.parent_close_policy != ParentClosePolicy.ABANDON:
         # The parent closed while its child was starting: the child gets the close policy now.
         m.add_timer(TimerKind.PARENT_CLOSE_POLICY, m.now, scheduled_event_id=initiated_event_id)
-    child.save()
+    rows.update(started_run_id=child.started_run_id, started_event_id=child.started_event_id)
 
 
 # -- a child closed -----------------------------------------------------------------------
@@ -257,6 +265,7 @@ def _child_closed(fence: ShardFence, row: TimerTask) -> None:
 
 def _report_to_parent(child_run: WorkflowExecution) -> None:
     assert child_run.parent_run_id is not None
+    close_event = _close_event(child_run)  # read first: the parent's transaction stays on its shard
     with transaction.atomic(durable=True):
         try:
             parent, child = _parent_awaiting(child_run, child_run.parent_run_id)
@@ -264,31 +273,35 @@ def _report_to_parent(child_run: WorkflowExecution) -> None:
             return  # the parent is gone (retention)
         if child is None:
             # Already reported, abandoned, or the parent never recorded this start.
-            if PendingChildExecution.objects.filter(
-                run=parent, workflow_id=child_run.workflow_id, started_run_id__isnull=True
-            ).exists():
+            unstarted = _children(parent).filter(workflow_id=child_run.workflow_id, started_run_id=None)
+            if unstarted.exists():
                 raise NotYet
             return
         if not parent.is_running:
-            child.delete()
+            _children(parent).filter(id=child.id).delete()
             return
         if child.started_event_id == 0:
             raise NotYet  # ChildWorkflowExecutionStarted is still buffered in the parent
         mutation = ExecutionMutation(parent, parent.namespace)
-        mutation.add_outside_event(*child_close_event(child_run, child, parent.namespace.name))
-        child.delete()
+        event = child_close_event(child_run, child, parent.namespace.name, close_event=close_event)
+        mutation.add_outside_event(*event)
+        _children(parent).filter(id=child.id).delete()
         mutation.save()
 
 
 def _parent_awaiting(
     child_run: WorkflowExecution, parent_run_id: uuid.UUID
 ) -> tuple[WorkflowExecution, PendingChildExecution | None]:
-    """Lock the parent run that awaits ``child_run``'s chain, following the parent's resets."""
+    """Lock the parent run that awaits ``child_run``'s chain, following the parent's resets
+    (each of the same workflow id, so on the same shard)."""
+    assert child_run.parent_workflow_id is not None
+    shard = shard_for(child_run.namespace_id, child_run.parent_workflow_id)
     for _ in range(MAX_RESET_HOPS):
-        parent = lock_run(parent_run_id)
+        parent = lock_run(parent_run_id, shard)
         child = (
-            PendingChildExecution.objects.select_for_update()
-            .filter(run=parent, workflow_id=child_run.workflow_id, started_run_id=child_run.first_run_id)
+            _children(parent)
+            .select_for_update()
+            .filter(workflow_id=child_run.workflow_id, started_run_id=child_run.first_run_id)
             .first()
         )
         if child is not None or parent.is_running or parent.reset_run_id is None:
@@ -297,11 +310,21 @@ def _parent_awaiting(
     return parent, None
 
 
+def _close_event(run: WorkflowExecution) -> HistoryEvent:
+    """A closed run's close event (its last)."""
+    return HistoryEvent.objects.get(run=run, shard_id=run.shard_id, event_id=run.next_event_id - 1)
+
+
 def child_close_event(
-    child_run: WorkflowExecution, child: PendingChildExecution, namespace: str
+    child_run: WorkflowExecution,
+    child: PendingChildExecution,
+    namespace: str,
+    *,
+    close_event: HistoryEvent | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The ``ChildWorkflowExecution{Completed|Failed|...}`` event the parent records for the closed child."""
-    close_event = HistoryEvent.objects.get(run=child_run, event_id=child_run.next_event_id - 1)
+    """The ``ChildWorkflowExecution{Completed|Failed|...}`` event the parent records for the
+    closed child (from its close event, read here unless the caller read it already)."""
+    close_event = close_event or _close_event(child_run)
     event_type, carried = _CHILD_CLOSE_EVENTS[ExecutionStatus(child_run.status)]
     return event_type, {
         **{name: close_event.attributes.get(name) for name in carried},
@@ -319,9 +342,7 @@ def child_close_event(
 def _parent_close_policy(fence: ShardFence, row: TimerTask) -> None:
     """Terminate or cancel the closed parent's child (whichever run of its chain is open)."""
     parent = _carrier(row)
-    child = PendingChildExecution.objects.filter(
-        run=parent, initiated_event_id=row.scheduled_event_id
-    ).first()
+    child = _children(parent).filter(initiated_event_id=row.scheduled_event_id).first()
     if child is not None and child.started_run_id is not None:
         _apply_policy(parent, child)
     _record(fence, row, lambda m: _forget_child(m, row.scheduled_event_id))
@@ -337,6 +358,7 @@ def _apply_policy(parent: WorkflowExecution, child: PendingChildExecution) -> No
         current = WorkflowExecution.objects.filter(
             namespace=namespace,
             workflow_id=child.workflow_id,
+            shard_id=shard_for(namespace.id, child.workflow_id),
             first_run_id=child.started_run_id,
             status=ExecutionStatus.RUNNING,
         ).first()
@@ -372,7 +394,7 @@ def _apply_policy(parent: WorkflowExecution, child: PendingChildExecution) -> No
 def _external_request(fence: ShardFence, row: TimerTask) -> None:
     source = _carrier(row)
     request = PendingExternalRequest.objects.filter(
-        run=source, initiated_event_id=row.scheduled_event_id
+        run=source, shard_id=source.shard_id, initiated_event_id=row.scheduled_event_id
     ).first()
     if request is None or not source.is_running:
         _record(fence, row, lambda m: None)
@@ -383,7 +405,11 @@ def _external_request(fence: ShardFence, row: TimerTask) -> None:
 
 def _deliver(source: WorkflowExecution, request: PendingExternalRequest) -> str:
     """Signal or cancel the target in its own transaction; return "" or the failure cause."""
-    target = WorkflowExecution.objects.filter(namespace=source.namespace, workflow_id=request.workflow_id)
+    target = WorkflowExecution.objects.filter(
+        namespace=source.namespace,
+        workflow_id=request.workflow_id,
+        shard_id=shard_for(source.namespace_id, request.workflow_id),
+    )
     if request.target_run_id:
         run_id = _uuid_or_none(request.target_run_id)
         if run_id is None:
@@ -437,7 +463,8 @@ def _uuid_or_none(text: str) -> uuid.UUID | None:
 
 
 def _external_outcome(m: ExecutionMutation, request: PendingExternalRequest, cause: str) -> None:
-    if not PendingExternalRequest.objects.filter(id=request.id).delete()[0] or not m.execution.is_running:
+    gone = PendingExternalRequest.objects.filter(id=request.id, shard_id=request.shard_id).delete()[0]
+    if not gone or not m.execution.is_running:
         return
     signal = request.kind == ExternalRequestKind.SIGNAL
     attributes: dict[str, Any] = {

@@ -33,12 +33,13 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.kernel import store
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.command_checks import CommandRejected
-from history.kernel.locks import lock_execution
+from history.kernel.locks import lock_execution, shard_for
 from history.kernel.payloads import check_payload
 from history.kernel.wakeups import HISTORY_CHANNEL, notify
 from history.models import (
@@ -144,7 +145,7 @@ def admit_update_txn(mutation: ExecutionMutation, request: UpdateRequest) -> Wor
     """On a locked run: the update with this id, else a new admitted one (limits checked)."""
     ex = mutation.execution
     update_id = request.update_id or str(uuid.uuid4())
-    existing = WorkflowUpdate.objects.filter(run=ex, update_id=update_id).first()
+    existing = _updates(ex).filter(update_id=update_id).first()
     if existing is not None:
         return existing
     if not ex.is_running:
@@ -180,7 +181,7 @@ def admit_update_txn(mutation: ExecutionMutation, request: UpdateRequest) -> Wor
 
 _REQUESTS = (
     f"SELECT update_id, name, args, header, identity FROM {WorkflowUpdate._meta.db_table} "
-    "WHERE run_id = %s AND state = %s ORDER BY created_at"
+    "WHERE run_id = %s AND shard_id = %s AND state = %s ORDER BY created_at"
 )
 
 
@@ -193,7 +194,7 @@ def update_requests(ex: WorkflowExecution) -> list[dict[str, Any]]:
     if not ex.updates_in_flight:
         return []
     with store.bound_cursor() as cursor:
-        cursor.execute(_REQUESTS, [ex.run_id, str(UpdateState.ADMITTED)])
+        cursor.execute(_REQUESTS, [ex.run_id, ex.shard_id, str(UpdateState.ADMITTED)])
         rows = cursor.fetchall()
     return [
         {
@@ -212,8 +213,13 @@ def find_update(
     namespace: Namespace, workflow_id: str, run_id: str | None, update_id: str
 ) -> tuple[WorkflowUpdate, WorkflowExecution]:
     """The update with ``update_id`` on the given run, else on the workflow's newest run that has it."""
+    shard = shard_for(namespace.id, workflow_id)  # every run of the workflow id is on it
     updates = WorkflowUpdate.objects.select_related("run").filter(
-        run__namespace=namespace, run__workflow_id=workflow_id, update_id=update_id
+        shard_id=shard,
+        run__shard_id=shard,
+        run__namespace=namespace,
+        run__workflow_id=workflow_id,
+        update_id=update_id,
     )
     if run_id:
         try:
@@ -240,8 +246,19 @@ def check_messages(messages: Any) -> None:
             raise invalid(f"messages[{index}]: update_id is required")
 
 
+def _updates(ex: WorkflowExecution) -> QuerySet[WorkflowUpdate]:
+    """The run's update rows (on its shard)."""
+    return WorkflowUpdate.objects.filter(run=ex, shard_id=ex.shard_id)
+
+
+def _save(update: WorkflowUpdate, *fields: str) -> None:
+    WorkflowUpdate.objects.filter(id=update.id, shard_id=update.shard_id).update(
+        **{name: getattr(update, name) for name in fields}
+    )
+
+
 def _locked_updates(ex: WorkflowExecution, ids: set[str]) -> dict[str, WorkflowUpdate]:
-    rows = WorkflowUpdate.objects.select_for_update().filter(run=ex, update_id__in=ids)
+    rows = _updates(ex).select_for_update().filter(update_id__in=ids)
     return {row.update_id: row for row in rows}
 
 
@@ -278,7 +295,7 @@ def accept_updates_txn(
                     },
                 },
             )
-        update.save(update_fields=["state", "outcome", "accepted_event_id"])
+        _save(update, "state", "outcome", "accepted_event_id")
         notify(HISTORY_CHANNEL, wakeup_key(update.id))
 
 
@@ -319,7 +336,7 @@ def complete_updates_txn(mutation: ExecutionMutation, messages: list[dict[str, A
                 "accepted_event_id": update.accepted_event_id,
             },
         )
-        update.save(update_fields=["state", "outcome", "completed_event_id"])
+        _save(update, "state", "outcome", "completed_event_id")
         ex.updates_in_flight -= 1
         notify(HISTORY_CHANNEL, wakeup_key(update.id))
 
@@ -331,6 +348,7 @@ def _adopt_accepted(mutation: ExecutionMutation, update_id: str) -> WorkflowUpda
     ex = mutation.execution
     event = HistoryEvent.objects.filter(
         run=ex,
+        shard_id=ex.shard_id,
         event_type=EventType.WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
         attributes__protocol_instance_id=update_id,
     ).first()
@@ -357,9 +375,7 @@ def has_undelivered(ex: WorkflowExecution, started_time: datetime | None) -> boo
     a completion that closes the run then fails, as with new events, and the next task carries it."""
     if not ex.updates_in_flight or started_time is None:
         return False
-    return WorkflowUpdate.objects.filter(
-        run=ex, state=UpdateState.ADMITTED, created_at__gt=started_time
-    ).exists()
+    return _updates(ex).filter(state=UpdateState.ADMITTED, created_at__gt=started_time).exists()
 
 
 def after_completion_txn(mutation: ExecutionMutation, started_time: datetime | None) -> None:
@@ -369,9 +385,8 @@ def after_completion_txn(mutation: ExecutionMutation, started_time: datetime | N
     if not ex.updates_in_flight:
         return
     if not ex.is_running:
-        for row_id in WorkflowUpdate.objects.filter(
-            run=ex, state__in=(UpdateState.ADMITTED, UpdateState.ACCEPTED)
-        ).values_list("id", flat=True):
+        open_updates = _updates(ex).filter(state__in=(UpdateState.ADMITTED, UpdateState.ACCEPTED))
+        for row_id in open_updates.values_list("id", flat=True):
             notify(HISTORY_CHANNEL, wakeup_key(row_id))
     elif has_undelivered(ex, started_time):
         mutation.force_new_task = True

@@ -32,7 +32,8 @@ def _fire_now(schedule: Schedule) -> Schedule:
     """Fire the schedule's timer rows as the shard owner would, then reload it."""
     with transaction.atomic():
         fire_schedule_timers_txn(
-            list(TimerTask.objects.filter(schedule=schedule).values_list("id", flat=True))
+            list(TimerTask.objects.filter(schedule=schedule).values_list("id", flat=True)),
+            [schedule.shard_id],
         )
     schedule.refresh_from_db()
     return schedule

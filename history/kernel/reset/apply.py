@@ -22,6 +22,7 @@ from history.kernel._mutation import ExecutionMutation
 from history.kernel.activity_tasks import restore_activity_txn
 from history.kernel.children import restore_child, restore_external_request
 from history.kernel.client_operations import terminate_txn
+from history.kernel.locks import shard_for
 from history.kernel.reset.fold import ReplayedState
 from history.kernel.reset.plan import ResetPlan, base_and_current, plan_reset
 from history.kernel.reset.points import RESET_CAUSE, ResetPoint
@@ -92,7 +93,9 @@ def _reset_txn(namespace: Namespace, plan: ResetPlan, *, reason: str, request_id
         terminate_txn(ending, reason, None, RESETTER_IDENTITY)
         ending.save()
     if not terminated or plan.base.run_id != plan.current.run_id:
-        WorkflowExecution.objects.filter(run_id=plan.base.run_id).update(reset_run_id=new.run_id)
+        WorkflowExecution.objects.filter(run_id=plan.base.run_id, shard_id=plan.base.shard_id).update(
+            reset_run_id=new.run_id
+        )
     # Foreign keys are checked at commit, so the copied events and restored rows may be
     # written before the new run's row, which the mutation inserts when it saves.
     new.history_size_bytes = _copy_events(plan, new)
@@ -182,14 +185,17 @@ def _copy_events(plan: ResetPlan, new: WorkflowExecution) -> int:
             f"WITH copied AS (INSERT INTO {table} "
             "(run_id, shard_id, event_id, event_type, event_time, attributes) "
             f"SELECT %s, shard_id, event_id, event_type, event_time, attributes FROM {table} "
-            "WHERE run_id = %s AND event_id < %s "
+            "WHERE run_id = %s AND shard_id = %s AND event_id < %s "
             "RETURNING octet_length(attributes::text) + octet_length(event_type) AS size) "
             "SELECT coalesce(sum(size), 0) FROM copied",
-            [new.run_id, plan.base.run_id, plan.event_id],
+            [new.run_id, plan.base.run_id, plan.base.shard_id, plan.event_id],
         )
         (size,) = cursor.fetchone() or (0,)
     SignalRequest.objects.bulk_create(
-        [SignalRequest(run=new, request_id=r) for r in set(plan.state.signal_request_ids)]
+        [
+            SignalRequest(run=new, shard_id=new.shard_id, request_id=r)
+            for r in set(plan.state.signal_request_ids)
+        ]
     )
     return int(size)
 
@@ -229,9 +235,9 @@ def _restore_pending(m: ExecutionMutation, state: ReplayedState) -> None:
     for scheduled, attrs in sorted(state.activities.items()):
         restore_activity_txn(m, scheduled, attrs)
     for scheduled, requested in state.activity_cancel_requests.items():
-        PendingActivity.objects.filter(run=m.execution, scheduled_event_id=scheduled).update(
-            cancel_requested_event_id=requested
-        )
+        PendingActivity.objects.filter(
+            run=m.execution, shard_id=m.execution.shard_id, scheduled_event_id=scheduled
+        ).update(cancel_requested_event_id=requested)
     for timer in state.timers.values():
         m.add_timer(
             TimerKind.USER_TIMER,
@@ -254,7 +260,9 @@ def _reapply_signals(m: ExecutionMutation, plan: ResetPlan, identity: str) -> No
             },
         )
         if attrs.get("request_id"):
-            SignalRequest.objects.get_or_create(run=m.execution, request_id=attrs["request_id"])
+            SignalRequest.objects.get_or_create(
+                run=m.execution, shard_id=m.execution.shard_id, request_id=attrs["request_id"]
+            )
 
 
 def _restore_children(m: ExecutionMutation, state: ReplayedState) -> None:
@@ -268,19 +276,25 @@ def _restore_children(m: ExecutionMutation, state: ReplayedState) -> None:
 
 def _report_children_closed_meanwhile(m: ExecutionMutation) -> None:
     """A child taken over that has closed since (its report went to the base run) closes here now."""
-    started = PendingChildExecution.objects.filter(run=m.execution, started_run_id__isnull=False)
+    started = PendingChildExecution.objects.filter(
+        run=m.execution, shard_id=m.execution.shard_id, started_run_id__isnull=False
+    )
     for child in started.order_by("initiated_event_id"):
         closed = _closed_chain_end(m.namespace, child)
         if closed is not None:
             m.add_outside_event(*child_close_event(closed, child, m.namespace.name))
-            child.delete()
+            started.filter(id=child.id).delete()
 
 
 def _closed_chain_end(namespace: Namespace, child: PendingChildExecution) -> WorkflowExecution | None:
-    """The run that closed the child's chain, or None while the chain is open."""
+    """The run that closed the child's chain, or None while the chain is open (read on the
+    child's shard, inside the reset's transaction: see docs/scale-out.md)."""
     assert child.started_run_id is not None
     chain = WorkflowExecution.objects.filter(
-        namespace=namespace, workflow_id=child.workflow_id, first_run_id=child.started_run_id
+        namespace=namespace,
+        workflow_id=child.workflow_id,
+        shard_id=shard_for(namespace.id, child.workflow_id),
+        first_run_id=child.started_run_id,
     )
     if chain.filter(status=ExecutionStatus.RUNNING).exists():
         return None

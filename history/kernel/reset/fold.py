@@ -233,8 +233,8 @@ def replay_state(run: WorkflowExecution, before_event_id: int) -> tuple[Replayed
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT event_id, event_type, event_time, {_PROJECTION} FROM {table} "
-            "WHERE run_id = %s AND event_id < %s ORDER BY event_id",
-            [run.run_id, before_event_id],
+            "WHERE run_id = %s AND shard_id = %s AND event_id < %s ORDER BY event_id",
+            [run.run_id, run.shard_id, before_event_id],
         )
         count = 0
         for event_id, kind, at, attrs in cursor:
@@ -249,7 +249,9 @@ def _read_pending_in_full(run: WorkflowExecution, state: ReplayedState) -> None:
     if not pending:
         return
     full = dict(
-        HistoryEvent.objects.filter(run=run, event_id__in=pending).values_list("event_id", "attributes")
+        HistoryEvent.objects.filter(run=run, shard_id=run.shard_id, event_id__in=pending).values_list(
+            "event_id", "attributes"
+        )
     )
     for event_id in state.activities:
         state.activities[event_id] = full[event_id]

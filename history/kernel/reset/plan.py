@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.models import Count
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
-from history.kernel.locks import lock_execution
+from history.kernel.locks import lock_execution, shard_for
 from history.kernel.reset.fold import ReplayedState, replay_state
 from history.kernel.reset.points import ResetPoint, resolve_reset_point
 from history.models import (
@@ -68,7 +68,9 @@ class ResetPlan:
 
     def preview(self) -> dict[str, Any]:
         dropped = dict(
-            HistoryEvent.objects.filter(run=self.base, event_id__gte=self.event_id)
+            HistoryEvent.objects.filter(
+                run=self.base, shard_id=self.base.shard_id, event_id__gte=self.event_id
+            )
             .values("event_type")
             .annotate(n=Count("event_id"))
             .order_by()
@@ -172,9 +174,11 @@ def _side_effect_rows(run: WorkflowExecution, after: int) -> list[tuple[Any, ...
             "e.attributes->'workflow_execution'->>'run_id', e.attributes->>'signal_name', "
             "s.event_id, s.attributes->>'activity_id', s.attributes->'activity_type'->>'name' "
             f"FROM {table} e LEFT JOIN {table} s ON e.event_type = 'ActivityTaskCompleted' "
-            "AND s.run_id = e.run_id AND s.event_id = (e.attributes->>'scheduled_event_id')::bigint "
-            "WHERE e.run_id = %s AND e.event_id >= %s AND e.event_type = ANY(%s) ORDER BY e.event_id",
-            [run.run_id, after, list(SIDE_EFFECT_EVENTS)],
+            "AND s.run_id = e.run_id AND s.shard_id = e.shard_id "
+            "AND s.event_id = (e.attributes->>'scheduled_event_id')::bigint "
+            "WHERE e.run_id = %s AND e.shard_id = %s AND e.event_id >= %s AND e.event_type = ANY(%s) "
+            "ORDER BY e.event_id",
+            [run.run_id, run.shard_id, after, list(SIDE_EFFECT_EVENTS)],
         )
         rows: list[tuple[Any, ...]] = cursor.fetchall()
         return rows
@@ -199,8 +203,10 @@ def _activity_summary(scheduled_event_id: int, attrs: dict[str, Any]) -> dict[st
 def _pending_of(run: WorkflowExecution) -> dict[str, Any]:
     if not run.is_running:
         return {"activities": [], "timers": []}
-    activities = PendingActivity.objects.filter(run=run).order_by("scheduled_event_id")
-    timers = TimerTask.objects.filter(run=run, kind=TimerKind.USER_TIMER).order_by("fire_at")
+    activities = PendingActivity.objects.filter(run=run, shard_id=run.shard_id).order_by("scheduled_event_id")
+    timers = TimerTask.objects.filter(run=run, shard_id=run.shard_id, kind=TimerKind.USER_TIMER).order_by(
+        "fire_at"
+    )
     return {
         "activities": [
             {
@@ -220,7 +226,8 @@ def _chain_from(base: WorkflowExecution, current: WorkflowExecution) -> list[Wor
     chain = [base]
     run = base
     while run.new_run_id and run.run_id != current.run_id and len(chain) < 1000:
-        following = WorkflowExecution.objects.filter(run_id=run.new_run_id).first()
+        # A chain keeps its workflow id, so its shard.
+        following = WorkflowExecution.objects.filter(run_id=run.new_run_id, shard_id=run.shard_id).first()
         if following is None:
             break
         chain.append(following)
@@ -236,7 +243,10 @@ def _signals_after(
     for run in _chain_from(base, current):
         after = event_id if run.run_id == base.run_id else 0
         recorded = HistoryEvent.objects.filter(
-            run=run, event_type=EventType.WORKFLOW_EXECUTION_SIGNALED, event_id__gte=after
+            run=run,
+            shard_id=run.shard_id,
+            event_type=EventType.WORKFLOW_EXECUTION_SIGNALED,
+            event_id__gte=after,
         ).order_by("event_id")
         signals += [(run.run_id, e.attributes) for e in recorded]
         if run.is_running:
@@ -278,7 +288,7 @@ def _updates_after(
     for run in _chain_from(base, current):
         after = event_id if run.run_id == base.run_id else 0
         recorded = HistoryEvent.objects.filter(
-            run=run, event_type__in=UPDATE_REQUEST_EVENTS, event_id__gte=after
+            run=run, shard_id=run.shard_id, event_type__in=UPDATE_REQUEST_EVENTS, event_id__gte=after
         ).order_by("event_id")
         for event in recorded:
             request = update_request(event.event_type, event.attributes)
@@ -315,7 +325,9 @@ def base_and_current(
         if not run_id or str(run_id) == str(current.run_id):
             return current, current
         return lock_execution(namespace, workflow_id, run_id), current
-    runs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id=workflow_id)
+    runs = WorkflowExecution.objects.filter(
+        namespace=namespace, workflow_id=workflow_id, shard_id=shard_for(namespace.id, workflow_id)
+    )
     current_or_none = (
         runs.filter(status=ExecutionStatus.RUNNING).first() or runs.order_by("-start_time").first()
     )

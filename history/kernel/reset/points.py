@@ -75,7 +75,7 @@ def resolve_reset_point(base: WorkflowExecution, point: ResetPoint) -> int:
             "event_id must be an integer, or reset_type FirstWorkflowTask, LastWorkflowTask, "
             "LastWorkflowTaskBeforeFailure or a build id"
         )
-    event = HistoryEvent.objects.filter(run=base, event_id=point).first()
+    event = HistoryEvent.objects.filter(run=base, shard_id=base.shard_id, event_id=point).first()
     if event is None or point <= 1:
         raise invalid(f"event {point} is not in the run's history", event_id=point)
     if event.event_type not in FINISH_EVENTS:
@@ -89,7 +89,9 @@ def resolve_reset_point(base: WorkflowExecution, point: ResetPoint) -> int:
 
 
 def _completed_tasks(base: WorkflowExecution) -> Any:
-    return HistoryEvent.objects.filter(run=base, event_type=EventType.WORKFLOW_TASK_COMPLETED)
+    return HistoryEvent.objects.filter(
+        run=base, shard_id=base.shard_id, event_type=EventType.WORKFLOW_TASK_COMPLETED
+    )
 
 
 def _first_or_last_task(base: WorkflowExecution, *, first: bool) -> int:
@@ -98,7 +100,9 @@ def _first_or_last_task(base: WorkflowExecution, *, first: bool) -> int:
     if found is None:
         # Temporal's fallback: the event after the first workflow task's Scheduled.
         scheduled = (
-            HistoryEvent.objects.filter(run=base, event_type=EventType.WORKFLOW_TASK_SCHEDULED)
+            HistoryEvent.objects.filter(
+                run=base, shard_id=base.shard_id, event_type=EventType.WORKFLOW_TASK_SCHEDULED
+            )
             .order_by("event_id")
             .values_list("event_id", flat=True)
             .first()
@@ -114,9 +118,9 @@ def first_failure_event_id(base: WorkflowExecution) -> int | None:
 
     A ``WorkflowTaskFailed`` written by an earlier reset is bookkeeping, not a failure.
     """
-    failures = HistoryEvent.objects.filter(run=base, event_type__in=FAILURE_EVENTS).exclude(
-        event_type=EventType.WORKFLOW_TASK_FAILED, attributes__cause=RESET_CAUSE
-    )
+    failures = HistoryEvent.objects.filter(
+        run=base, shard_id=base.shard_id, event_type__in=FAILURE_EVENTS
+    ).exclude(event_type=EventType.WORKFLOW_TASK_FAILED, attributes__cause=RESET_CAUSE)
     found = failures.order_by("event_id").values_list("event_id", flat=True).first()
     return int(found) if found is not None else None
 
@@ -189,7 +193,7 @@ def reset_points(base: WorkflowExecution) -> list[ResetPointSummary]:
     payloads), so it stays cheap for long histories.
     """
     rows = (
-        HistoryEvent.objects.filter(run=base)
+        HistoryEvent.objects.filter(run=base, shard_id=base.shard_id)
         .order_by("event_id")
         .annotate(
             activity_type=KT("attributes__activity_type__name"),

@@ -86,6 +86,7 @@ def restore_updates_txn(m: ExecutionMutation, plan: ResetPlan) -> set[str]:
     ex = m.execution
     events = HistoryEvent.objects.filter(
         run=plan.base,
+        shard_id=plan.base.shard_id,
         event_id__lt=plan.event_id,
         event_type__in=(
             UPDATE_ADMITTED,
