@@ -136,10 +136,14 @@ class DatabaseOutage:
     the broken connections (the next query opens a fresh one), logs once per outage, and
     sleeps with a growing backoff; ``recovered`` logs the end of the outage. The loop's
     durable state (leases, rows) is in the database, so starting over is always safe.
+
+    The backoff stops at 1 s: a failover takes 20 s or so, and a longer sleep would be
+    time the shard owner's timers wait after the new primary takes writes. One attempt a
+    second is nothing for a server that refuses it, and it fails at once.
     """
 
     FIRST_BACKOFF = 0.2
-    MAX_BACKOFF = 5.0
+    MAX_BACKOFF = 1.0
 
     def __init__(self, name: str) -> None:
         self.name = name

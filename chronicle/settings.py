@@ -109,7 +109,27 @@ if env.bool("CHRONICLE_DB_POOL", default=True):
         "min_size": env.int("CHRONICLE_DB_POOL_MIN", default=2),
         "max_size": env.int("CHRONICLE_DB_POOL_MAX", default=20),
         "timeout": env.float("CHRONICLE_DB_POOL_TIMEOUT", default=30.0),
+        # How long the pool keeps retrying a lost connection in the background. Its retries
+        # double their delay (1, 2, 4, 8, 16 s...), so after a failover of 20 s the next
+        # try could come 10 s after the new primary took writes, and every request got a
+        # 503 meanwhile. Given up after 2 s, a connection is made again when a request
+        # needs one, at once: service resumes within a second of the promotion.
+        "reconnect_timeout": 2.0,
     }
+# A server that vanishes without a word (a partition, a host powered off, a primary cut
+# off by a firewall) leaves connections that neither fail nor answer: a query on one
+# would wait for TCP to give up, a quarter of an hour. Keepalives from 5 s of silence and
+# a 10 s bound on unacknowledged data make such a connection fail within about 10 s, so
+# the request gets its 503, the pool replaces it, and the LISTEN connections reconnect.
+# DATABASE_URL's own values (``?keepalives_idle=...``) take precedence.
+for _option, _value in (
+    ("keepalives", 1),
+    ("keepalives_idle", 5),
+    ("keepalives_interval", 2),
+    ("keepalives_count", 3),
+    ("tcp_user_timeout", 10_000),  # milliseconds
+):
+    DATABASES["default"]["OPTIONS"].setdefault(_option, _value)
 # The kernel's fixed statements (history.kernel.store) are prepared: parsed and planned
 # once per connection instead of on every call, which was most of PostgreSQL's CPU per
 # workflow. Django turns preparing off unless given a threshold; this one prepares only

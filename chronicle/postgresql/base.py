@@ -8,8 +8,16 @@ closes, which makes the socket readable. Only then does :func:`check_pooled_conn
 send the empty query, which raises, and the pool replaces the connection instead of
 failing the request that got it.
 
-A connection cut off without a word (a network partition) passes this check as it would
-pass the empty query until TCP gives up; libpq's keepalives cover that case either way.
+A connection found dead this way is rarely alone: a restart or a failover drops every
+connection to the server at once. The pool would hand out the others one by one, sleeping
+1, 2, 4 s between them (its own backoff after a failed check), so the first request after
+a failover waited for all of them. The first dead one therefore drains the pool
+(:class:`PoolCheck`): the idle connections are replaced together, and those in use are
+replaced as they come back.
+
+A connection cut off without a word (a network partition) passes this check until TCP
+gives up; the keepalives and TCP user timeout set in ``chronicle.settings`` make that
+about 10 s, after which the socket reports the error and the check catches it.
 
 A checkout also fails fast when the server is out of reach (:class:`FailFastCheckout`):
 the pool's timeout (``CHRONICLE_DB_POOL_TIMEOUT``, 30 s) is sized for a busy pool, and
@@ -43,6 +51,23 @@ def check_pooled_connection(conn: psycopg.Connection[Any]) -> None:
         # Something arrived on an idle connection: the server's goodbye, or a notice.
         # The empty query reads it, and raises if the server has gone.
         conn.execute("")
+
+
+class PoolCheck:
+    """The pool's check: :func:`check_pooled_connection`, and a dead connection drains the
+    pool (every idle connection closed and replaced, those in use replaced when returned):
+    what killed one (a restart, a failover) killed the others, which would otherwise be
+    handed out and found dead one at a time, with the pool's growing sleep between them."""
+
+    def __init__(self, pool: ConnectionPool[Any]) -> None:
+        self.pool = pool
+
+    def __call__(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            check_pooled_connection(conn)
+        except Exception:
+            self.pool.drain()
+            raise
 
 
 class FailFastCheckout:
@@ -88,7 +113,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             # Once per pool, which Django builds in its property and shares between threads.
             if self.settings_dict["CONN_HEALTH_CHECKS"]:
                 # Django passes its own check to the pool it builds and takes no other.
-                pool._check = check_pooled_connection
+                pool._check = PoolCheck(pool)
             # Django calls the pool's getconn().
             pool.getconn = FailFastCheckout(pool, self.get_connection_params())
         return pool
