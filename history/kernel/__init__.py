@@ -12,7 +12,9 @@ Modules a newcomer can name: the unit of work (``_mutation``, private: its
 directly) and the SQL it sends (``store``); run locks (``locks``); the wake-up keys
 listeners share (``wakeups``); starts (``start``), client operations on a run
 (``client_operations``) and how a run closes (``close``); workflow, activity and query
-tasks; updates (``updates``); timers, transfers, children and schedules; reset (``reset/``: fold, points,
+tasks (``workflow_tasks``, ``activity_tasks``, ``activity_timeouts``, ``queries``), the task
+handed back or run ahead with an activity's result (``handoff``, ``run_ahead``); updates
+(``updates``); timers, transfers, children and schedules; reset (``reset/``: fold, points,
 plan, apply). Event and command names come from :mod:`history.vocabulary`.
 """
 

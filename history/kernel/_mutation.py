@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from chronicle import clock
 from history.kernel import closing, payloads, store
+from history.kernel.growth import continue_as_new_suggestion
 from history.kernel.locks import may_have_children
 from history.kernel.payloads import payload_size
 from history.kernel.retry import workflow_task_retry_delay
@@ -55,24 +56,6 @@ log = logging.getLogger("chronicle.kernel")
 # The search attribute naming the schedule that started a run (Temporal's TemporalScheduledById).
 SCHEDULED_BY_ID = "ChronicleScheduledById"
 PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flush
-
-
-def continue_as_new_suggestion(ex: WorkflowExecution, namespace: Namespace) -> dict[str, Any]:
-    """What a WorkflowTaskStarted tells the workflow about its history's growth.
-
-    ``suggest_continue_as_new`` turns true once the history, counting the Started event
-    itself, reaches the namespace's event or size threshold (Temporal's 4,096 / 4 MiB).
-    """
-    reasons = []
-    if ex.next_event_id >= namespace.history_suggest_continue_as_new_events:
-        reasons.append("SUGGEST_CONTINUE_AS_NEW_REASON_TOO_MANY_HISTORY_EVENTS")
-    if ex.history_size_bytes >= namespace.history_suggest_continue_as_new_bytes:
-        reasons.append("SUGGEST_CONTINUE_AS_NEW_REASON_HISTORY_SIZE_TOO_LARGE")
-    return {
-        "history_size_bytes": ex.history_size_bytes,
-        "suggest_continue_as_new": bool(reasons),
-        "suggest_continue_as_new_reasons": reasons,
-    }
 
 
 class ExecutionMutation:
@@ -445,17 +428,13 @@ class ExecutionMutation:
         return True
 
     def _close_notification(self) -> str:
-        """The close's wake-up, carrying the close as a waiting ``result()`` answers it.
-
-        Built at save, once a continue-as-new has named the run after this one."""
+        """The close's wake-up, carrying the close as a waiting ``result()`` answers it
+        (built at save, once a continue-as-new has named the run after this one)."""
         ex, event = self.execution, self.close_event
         assert event is not None
-        close = {
-            "status": ex.status,
-            "new_run_id": str(ex.new_run_id) if ex.new_run_id else None,
-            "event": event_dict(event.event_id, event.event_type, event.event_time, event.attributes),
-        }
-        return close_wakeup_payload(ex.run_id, close)
+        new_run_id = str(ex.new_run_id) if ex.new_run_id else None
+        data = event_dict(event.event_id, event.event_type, event.event_time, event.attributes)
+        return close_wakeup_payload(ex.run_id, {"status": ex.status, "new_run_id": new_run_id, "event": data})
 
 
 def save_all(mutations: list[ExecutionMutation]) -> None:

@@ -105,14 +105,16 @@ def _create_pending(
             timeout_type="SCHEDULE_TO_CLOSE",
         )
     if dispatch:
-        _dispatch_attempt(m, activity)
+        dispatch_attempt(m, activity)
     return activity
 
 
 def save_activity_fields(activity: PendingActivity, fields: list[str]) -> None:
-    """Write these fields of a stored row now; a row this change added goes in whole."""
+    """Write these fields of a stored row now, on its shard; a row this change added goes
+    in whole."""
     if not activity._state.adding:
-        activity.save(update_fields=fields)
+        rows = PendingActivity.objects.filter(pk=activity.pk, shard_id=activity.shard_id)
+        rows.update(**{name: getattr(activity, name) for name in fields})
 
 
 def restore_activity_txn(m: ExecutionMutation, scheduled_event_id: int, attrs: dict[str, Any]) -> None:
@@ -138,7 +140,7 @@ def restore_activity_txn(m: ExecutionMutation, scheduled_event_id: int, attrs: d
     )
 
 
-def _dispatch_attempt(m: ExecutionMutation, activity: PendingActivity) -> None:
+def dispatch_attempt(m: ExecutionMutation, activity: PendingActivity) -> None:
     m.add_task(TaskKind.ACTIVITY, activity.task_queue, activity.scheduled_event_id, activity.attempt)
     s2s = activity.schedule_to_start_timeout
     if (s2s > 0 and s2s < activity.schedule_to_close_timeout) or (
@@ -155,7 +157,12 @@ def _dispatch_attempt(m: ExecutionMutation, activity: PendingActivity) -> None:
 
 def activity_task_dict(ex: WorkflowExecution, activity: PendingActivity) -> dict[str, Any]:
     token = tokens.encode(
-        "act", ex.namespace_id, r=str(ex.run_id), s=activity.scheduled_event_id, a=activity.attempt
+        "act",
+        ex.namespace_id,
+        r=str(ex.run_id),
+        h=ex.shard_id,
+        s=activity.scheduled_event_id,
+        a=activity.attempt,
     )
     return {
         "task_token": token,
@@ -227,7 +234,8 @@ def record_activity_task_started_txn(
     """For matching: start the claimed attempt if still current; None if stale."""
     if not ex.is_running:
         return None
-    activity = PendingActivity.objects.filter(run=ex, scheduled_event_id=scheduled_event_id).first()
+    pending = PendingActivity.objects.filter(run=ex, shard_id=ex.shard_id)
+    activity = pending.filter(scheduled_event_id=scheduled_event_id).first()
     if activity is None or activity.attempt != attempt or activity.state != ActivityState.SCHEDULED:
         return None
     m = ExecutionMutation(ex, ex.namespace)
@@ -242,7 +250,8 @@ def lock_activity(
     """Lock the token's run and activity; refuse one of another namespace or queue as
     unknown, and an attempt that has moved on as stale."""
     tokens.check_issued_in(token, scope)
-    found = lock_run_and_row(token["r"], PendingActivity, "scheduled_event_id", token["s"])
+    shard = tokens.token_shard(token)
+    found = lock_run_and_row(token["r"], PendingActivity, "scheduled_event_id", token["s"], shard_id=shard)
     activity: PendingActivity | None
     if found is not None and found[0].namespace_id == scope.namespace_id and found[0].is_running:
         ex, activity = found  # the usual case: one statement locks both
@@ -258,7 +267,7 @@ def lock_activity(
 
 def _lock_pending_activity(ex: WorkflowExecution, scheduled_event_id: int) -> PendingActivity | None:
     with store.bound_cursor() as cursor:
-        cursor.execute(_LOCK_ACTIVITY_SQL, [ex.run_id, scheduled_event_id])
+        cursor.execute(_LOCK_ACTIVITY_SQL, [ex.run_id, ex.shard_id, scheduled_event_id])
         row = cursor.fetchone()
     return store.load(PendingActivity, row)[0] if row is not None else None
 
@@ -266,7 +275,7 @@ def _lock_pending_activity(ex: WorkflowExecution, scheduled_event_id: int) -> Pe
 # One fixed statement, bound and prepared: every activity report locks its row.
 _LOCK_ACTIVITY_SQL = (
     f"SELECT {store.select_list(PendingActivity, 'a')} FROM {PendingActivity._meta.db_table} a "
-    "WHERE a.run_id = %s AND a.scheduled_event_id = %s FOR UPDATE"
+    "WHERE a.run_id = %s AND a.shard_id = %s AND a.scheduled_event_id = %s FOR UPDATE"
 )
 
 
@@ -345,7 +354,7 @@ def respond_activity_task_completed(
     return handed
 
 
-def _fail_attempt(
+def fail_attempt(
     m: ExecutionMutation,
     activity: PendingActivity,
     failure: dict[str, Any],
@@ -373,7 +382,16 @@ def _fail_attempt(
         activity.state = ActivityState.SCHEDULED
         activity.started_time = None
         activity.scheduled_time = m.now + timedelta(seconds=decision.delay)
-        activity.save()
+        retried = [
+            "attempt",
+            "last_failure",
+            "last_worker_identity",
+            "state",
+            "started_time",
+            "scheduled_time",
+            "heartbeat_details",  # a failure may carry the last ones
+        ]
+        save_activity_fields(activity, retried)
         m.add_timer(
             TimerKind.ACTIVITY_RETRY,
             activity.scheduled_time,
@@ -425,7 +443,7 @@ def respond_activity_task_failed(
         check_payload(m.namespace, failure, "failure")
         if last_heartbeat_details is not None:
             activity.heartbeat_details = last_heartbeat_details
-        _fail_attempt(m, activity, failure, identity)
+        fail_attempt(m, activity, failure, identity)
         return _finish(m, wanted)
 
 
@@ -458,42 +476,5 @@ def record_activity_task_heartbeat(*, scope: tokens.TaskScope, task_token: str, 
         check_payload(m.namespace, details, "heartbeat details")
         activity.heartbeat_details = details
         activity.last_heartbeat_time = m.now
-        activity.save(update_fields=["heartbeat_details", "last_heartbeat_time"])
+        save_activity_fields(activity, ["heartbeat_details", "last_heartbeat_time"])
         return activity.cancel_requested_event_id != 0
-
-
-def time_out_activity_txn(m: ExecutionMutation, activity: PendingActivity, timeout_type: str) -> None:
-    """An activity timer fired: retry StartToClose/Heartbeat, end on the other two."""
-    failure = {
-        "message": f"activity {timeout_type} timeout",
-        "source": "server",
-        "timeout_failure_info": {
-            "timeout_type": timeout_type,
-            "last_heartbeat_details": activity.heartbeat_details,
-        },
-        "type": f"TemporalTimeout:{_title(timeout_type)}",
-        "cause": activity.last_failure,
-    }
-    if timeout_type in ("SCHEDULE_TO_START", "SCHEDULE_TO_CLOSE"):
-        close_activity(
-            m,
-            activity,
-            EventType.ACTIVITY_TASK_TIMED_OUT,
-            {
-                "failure": failure,
-                "retry_state": "RETRY_STATE_NON_RETRYABLE_FAILURE"
-                if timeout_type == "SCHEDULE_TO_START"
-                else "RETRY_STATE_TIMEOUT",
-            },
-        )
-        return
-    _fail_attempt(m, activity, failure, activity.started_identity, timeout_type=timeout_type)
-
-
-def _title(timeout_type: str) -> str:
-    return "".join(part.capitalize() for part in timeout_type.split("_"))
-
-
-def redispatch_activity_txn(m: ExecutionMutation, activity: PendingActivity) -> None:
-    """A retry backoff ended: put the next attempt on its queue."""
-    _dispatch_attempt(m, activity)

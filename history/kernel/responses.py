@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from history.kernel import store, tokens
-from history.kernel._mutation import continue_as_new_suggestion
+from history.kernel.growth import continue_as_new_suggestion
 from history.kernel.updates import update_requests
 from history.kernel.versioning import wire_build_id
 from history.kernel.wire import event_dict
@@ -52,7 +52,7 @@ def serialize_event(event: HistoryEvent) -> dict[str, Any]:
 
 _EVENTS_AFTER = (
     f"SELECT event_id, event_type, event_time, attributes FROM {HistoryEvent._meta.db_table} "
-    "WHERE run_id = %s AND event_id > %s ORDER BY event_id"
+    "WHERE run_id = %s AND shard_id = %s AND event_id > %s ORDER BY event_id"
 )
 
 
@@ -62,7 +62,7 @@ def _history_for(ex: WorkflowExecution, *, after: int) -> list[dict[str, Any]]:
     time, cost more than reading them. (``attributes`` comes as JSON text, as Django reads
     a ``jsonb`` column.)"""
     with store.bound_cursor() as cursor:
-        cursor.execute(_EVENTS_AFTER, [ex.run_id, after])
+        cursor.execute(_EVENTS_AFTER, [ex.run_id, ex.shard_id, after])
         rows = cursor.fetchall()
     return [event_dict(event_id, kind, time, json.loads(attrs)) for event_id, kind, time, attrs in rows]
 
@@ -103,6 +103,7 @@ def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> Work
         "wft",
         ex.namespace_id,
         r=str(ex.run_id),
+        h=ex.shard_id,
         s=ex.wft_scheduled_event_id,
         st=ex.wft_started_event_id,
         a=ex.wft_attempt,

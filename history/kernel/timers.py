@@ -19,7 +19,7 @@ from chronicle.errors import ChronicleError, ErrorCode
 from history.faults import crash_point
 from history.kernel import store
 from history.kernel._mutation import ExecutionMutation, save_all
-from history.kernel.activity_tasks import redispatch_activity_txn, time_out_activity_txn
+from history.kernel.activity_timeouts import redispatch_activity_txn, time_out_activity_txn
 from history.kernel.archival import archive_run
 from history.kernel.close import time_out_workflow_txn
 from history.kernel.locks import lock_runs

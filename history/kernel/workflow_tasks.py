@@ -11,9 +11,10 @@ from django.db import transaction
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel import tokens, updates
-from history.kernel._mutation import ExecutionMutation, continue_as_new_suggestion
+from history.kernel._mutation import ExecutionMutation
 from history.kernel.command_checks import CommandRejected
 from history.kernel.commands import apply_commands, validate_command_list
+from history.kernel.growth import continue_as_new_suggestion
 from history.kernel.payloads import check_payload
 from history.kernel.queries import (
     answer_buffered_queries_txn,

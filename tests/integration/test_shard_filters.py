@@ -67,53 +67,8 @@ CROSS_SHARD_BY_DESIGN = [
     ),
 ]
 
-# Statements in files being changed elsewhere at the time of this check: each names the fix.
-PENDING = [
-    Known(
-        "history_workflowexecution",
-        "history/kernel/tokens.py:lock_token_run < history/kernel/workflow_tasks.py",
-        "e.run_id = %s FOR UPDATE",
-        "the workflow task token carries no shard: responses.py build_workflow_task_response, "
-        "add h=ex.shard_id to tokens.encode (lock_token_run then passes it)",
-    ),
-    Known(
-        "history_historyevent",
-        "history/kernel/responses.py:_history_for",
-        "event_id > %s",
-        "responses.py _EVENTS_AFTER: add AND shard_id = %s, pass ex.shard_id after ex.run_id",
-    ),
-    Known(
-        "history_workflowexecution",
-        "history/kernel/locks.py:lock_run_and_row < history/kernel/activity_tasks.py:lock_activity",
-        "e.run_id = %s FOR UPDATE",
-        "activity_tasks.py lock_activity: pass shard_id=tokens.token_shard(token) to "
-        "lock_run_and_row, and activity_task_dict: add h=ex.shard_id to tokens.encode",
-    ),
-    Known(
-        "history_pendingactivity",
-        "history/kernel/activity_tasks.py:save_activity_fields",
-        "UPDATE",
-        "activity_tasks.py save_activity_fields: filter(pk=..., shard_id=activity.shard_id).update(...)",
-    ),
-    Known(
-        "history_pendingactivity",
-        "history/kernel/activity_tasks.py:record_activity_task_started_txn",
-        "scheduled_event_id",
-        "activity_tasks.py record_activity_task_started_txn: add shard_id=ex.shard_id to the filter",
-    ),
-    Known(
-        "history_pendingactivity",
-        "history/kernel/activity_tasks.py:_fail_attempt",
-        "UPDATE",
-        "activity_tasks.py _fail_attempt: a filtered update (pk and shard_id) instead of activity.save()",
-    ),
-    Known(
-        "history_pendingactivity",
-        "history/kernel/activity_tasks.py:record_activity_task_heartbeat",
-        "UPDATE",
-        "activity_tasks.py record_activity_task_heartbeat: a filtered update instead of activity.save",
-    ),
-]
+# Statements known to break the rule, each with its fix, until it is made: none now.
+PENDING: list[Known] = []
 
 
 @dataclass(frozen=True)
