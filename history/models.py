@@ -486,39 +486,8 @@ class ShardOwnerProcess(models.Model):
     started_at = models.DateTimeField()
 
 
-class Payload(models.Model):
-    """A payload too large to keep inline in an event, stored once per namespace.
+# Declared apart, imported here so the app registry sees them.
+from history.payload_models import Payload, PayloadReference  # noqa: E402, F401
 
-    Events carry a reference ``{"metadata", "payload_ref": {"sha256", "size_bytes"}}``
-    in its place; the same bytes sent twice share one row. ``last_used_at`` moves
-    whenever an event references the row again, so collection spares fresh rows.
-    """
-
-    id = models.BigAutoField(primary_key=True)
-    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
-    digest = models.CharField(max_length=64)
-    data = models.JSONField()
-    size = models.IntegerField()
-    created_at = models.DateTimeField()
-    last_used_at = models.DateTimeField()
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["namespace", "digest"], name="uniq_payload_digest")]
-
-
-class PayloadReference(models.Model):
-    """That a run's history refers to a stored payload; deleted with the run."""
-
-    id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="payload_refs")
-    shard_id = models.IntegerField()
-    namespace = models.ForeignKey("namespaces.Namespace", on_delete=models.CASCADE)
-    digest = models.CharField(max_length=64)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "digest"], name="uniq_payload_ref_per_run")]
-        indexes = [models.Index(fields=["namespace", "digest"], name="payload_ref_digest")]
-
-
-# Declared apart (test-only); imported here so the app registry sees it.
+# Test-only:
 from history.skipped_clock import SkippedClock  # noqa: E402, F401
