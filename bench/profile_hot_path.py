@@ -30,8 +30,8 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from datetime import datetime, timezone
 from collections.abc import Awaitable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) 
         "sticky_task_queue": sticky,
         "workflow_task_ahead": {
             "expected_event_id": done["recorded_events"][-1]["event_id"] + 1,
-            "started_time": datetime.now(timezone.utc).isoformat(),
+            "started_time": datetime.now(UTC).isoformat(),
             "commands": [close],
         },
     }

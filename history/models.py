@@ -487,7 +487,8 @@ class ShardOwnerProcess(models.Model):
 
 
 # Declared apart, imported here so the app registry sees them.
-from history.payload_models import Payload, PayloadReference  # noqa: E402, F401
+from history.payload_models import Payload as Payload  # noqa: E402
+from history.payload_models import PayloadReference as PayloadReference  # noqa: E402
 
 # Test-only:
 from history.skipped_clock import SkippedClock  # noqa: E402, F401
