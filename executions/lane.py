@@ -39,9 +39,10 @@ from executions.lane_bodies import (
 )
 from executions.lane_updates import ROUTES as UPDATE_ROUTES
 from history import kernel
-from history.kernel.wakeups import close_wakeup_key
-from history.models import ExecutionStatus, WorkflowExecution
+from history.kernel.wakeups import close_wakeup_key, task_wakeup_key
+from history.models import ExecutionStatus, TaskKind, WorkflowExecution
 from matching.longpoll import hub
+from matching.sync_match import waiting_polls
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import ApiKey, Namespace
 
@@ -92,11 +93,28 @@ def _start(call: Call) -> Started:
         # The caller would hold the run's first task while waiting for the run to close.
         message = "request_eager_execution and wait_for_close exclude each other"
         raise invalid(message, fields={"wait_for_close": [message]})
-    result = kernel.start_workflow_execution(ns, kernel.StartRequest(**body.start_fields()))
+    fields = body.start_fields()
+    poll = None if body.request_eager_execution else waiting_polls.take(_first_task_key(ns, body.task_queue))
+    if poll is not None:
+        fields["first_task_to"] = poll.identity  # sync match: see matching.sync_match
+    try:
+        result = kernel.start_workflow_execution(ns, kernel.StartRequest(**fields))
+    except BaseException:
+        if poll is not None:
+            poll.deliver(None)
+        raise
     started = Started.of(ns, body, result)
-    if result.eager_workflow_task is not None:
+    if poll is not None:
+        poll.deliver(result.eager_workflow_task)
+    elif result.eager_workflow_task is not None:
         started.answer["eager_workflow_task"] = result.eager_workflow_task
     return started
+
+
+def _first_task_key(ns: Namespace, task_queue: str) -> str:
+    """The wake-up key of the polls that may take a new run's first task: unversioned ones
+    of its queue (a versioned queue's run is pinned, and started the usual way)."""
+    return task_wakeup_key(ns.id, TaskKind.WORKFLOW, task_queue, "")
 
 
 def _signal_with_start(call: Call) -> Started:

@@ -317,6 +317,13 @@ def _has_dispatch_limits(namespace: Namespace, task_queue: str) -> bool:
     return namespace.dispatch_rps > 0 or _queue_dispatch_rps(namespace, task_queue) > 0
 
 
+def known_unlimited(namespace: Namespace, task_queue: str) -> bool:
+    """Whether this process knows, without a read, that the queue's dispatch has no rate
+    limit (a poll's claim has just looked)."""
+    cached = _queue_limit_cache.get((namespace.id, task_queue))
+    return namespace.dispatch_rps <= 0 and cached is not None and cached[1] <= 0
+
+
 def _lock(task: Task) -> WorkflowExecution | None:
     try:
         return lock_run(task.run_id, task.shard_id)

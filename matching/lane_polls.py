@@ -33,8 +33,9 @@ from chronicle.lane_asgi import Handler, Trips, waiting
 from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id
 from history.kernel.wakeups import task_wakeup_key
 from history.models import TaskKind
-from matching.dispatch import MAX_TASKS_PER_POLL, DispatchThrottled, poll_batch
-from matching.longpoll import hub
+from matching.dispatch import MAX_TASKS_PER_POLL, DispatchThrottled, known_unlimited, poll_batch
+from matching.longpoll import Wakeup, hub
+from matching.sync_match import HANDOFF_SECONDS, WaitingPoll, waiting_polls
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import Namespace
 
@@ -45,6 +46,8 @@ POLL_FIELDS = frozenset({"identity", "timeout", "worker_version_capabilities", "
 VERSION_FIELDS = frozenset({"build_id", "use_versioning"})
 # A queue's name as the task rows hold it (the column's width).
 MAX_TASK_QUEUE_LENGTH = 1000
+# A poll with less time left than this is not offered to starts: the task could miss it.
+MIN_MATCH_SECONDS = 1.0
 # The poll endpoints, for the OpenAPI schema (:mod:`matching.lane_schema`).
 POLL_ENDPOINTS = [
     (
@@ -159,15 +162,56 @@ async def poll(call: Call, trips: Trips, kind: str) -> Reply:
                 await asyncio.sleep(min(throttled.wait, max(0.0, deadline - loop.time())))
                 tasks = []
             remaining = deadline - loop.time()
-            if tasks or remaining <= 0:
+            if not tasks and remaining > 0:
+                offer = _offer(wanted, namespace, wake_key, build_id, remaining)
+                matched = await _wait_for_task(woken, offer, wake_key, min(recheck, remaining))
+                tasks = [matched] if matched is not None else []
+            if tasks or deadline - loop.time() <= 0:
                 if woken.is_set():
                     # The wake-up was for a task this poll did not take: pass it on.
                     hub.wake(wake_key, 1)
                 return wanted.answer(tasks)
-            with suppress(TimeoutError):
-                await asyncio.wait_for(woken.wait(), min(recheck, remaining))
         finally:
             hub.unsubscribe(wake_key, woken)
+
+
+def _offer(
+    wanted: Poll, namespace: Namespace, key: str, build_id: str, remaining: float
+) -> WaitingPoll | None:
+    """Offer this waiting poll to starts in this process (:mod:`matching.sync_match`), when
+    it may take a task that way: a workflow-task poll, unversioned, of a queue without a
+    dispatch limit, with time left to receive it."""
+    if (
+        wanted.kind != TaskKind.WORKFLOW
+        or build_id
+        or remaining < MIN_MATCH_SECONDS
+        or not known_unlimited(namespace, wanted.task_queue)
+    ):
+        return None
+    return waiting_polls.register(key, wanted.identity)
+
+
+async def _wait_for_task(
+    woken: Wakeup, offer: WaitingPoll | None, key: str, timeout: float
+) -> dict[str, Any] | None:
+    """Wait for a wake-up (then the caller claims) or, if offered, a task a start handed
+    over; the task, or None."""
+    if offer is None:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(woken.wait(), timeout)
+        return None
+    waiter: asyncio.Future[Any] = asyncio.ensure_future(woken.wait())
+    either: set[asyncio.Future[Any]] = {waiter, offer.delivered}
+    try:
+        await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        withdrawn = waiting_polls.withdraw(key, offer)
+    if withdrawn:
+        return None
+    with suppress(TimeoutError):  # taken: the start's task is on its way once it commits
+        return await asyncio.wait_for(offer.delivered, HANDOFF_SECONDS)
+    return None
 
 
 async def poll_workflow_task(call: Call, trips: Trips) -> Reply:

@@ -86,6 +86,8 @@ class StartRequest:
     identity: str = ""
     # Eager start: hand the first workflow task to the caller (a worker) in the reply.
     request_eager_execution: bool = False
+    # Or start it for this poller, waiting in the caller's process (matching's sync match).
+    first_task_to: str = ""
     parent: ParentLink | None = None
 
 
@@ -411,15 +413,15 @@ def _start_txn(
     mutation = create_run(namespace, req, signal=signal)
     eager = None
     # A pinned run's first task belongs to its build's pollers; the caller's build is unknown.
-    if (
-        req.request_eager_execution
-        and mutation.execution.wft_scheduled_event_id
-        and not mutation.execution.assigned_build_id
-    ):
+    inline = req.request_eager_execution or bool(req.first_task_to)
+    if inline and mutation.execution.wft_scheduled_event_id and not mutation.execution.assigned_build_id:
         # Recorded exactly as a poll would, without dispatching the task through matching.
-        mutation.start_workflow_task_inline(identity=req.identity, request_id="eager")
+        if req.request_eager_execution:
+            mutation.start_workflow_task_inline(identity=req.identity, request_id="eager")
+        else:
+            mutation.start_workflow_task_inline(identity=req.first_task_to, request_id="matched")
     mutation.save()
-    if req.request_eager_execution and mutation.execution.wft_started_event_id:
+    if inline and mutation.execution.wft_started_event_id:
         eager = build_workflow_task_response(mutation.execution, sticky=False).as_dict()
     return StartResult(str(mutation.execution.run_id), started=True, eager_workflow_task=eager)
 
