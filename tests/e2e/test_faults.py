@@ -6,18 +6,35 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
-from tests.conftest import ROOT, Api, Stack, Tenant, free_port, wait_until
+from tests.conftest import ROOT, Api, ScriptedWorker, Stack, Tenant, command, free_port, wait_until
 
 
 @pytest.fixture
 def crashing_frontend(stack: Stack) -> Iterator[str]:
     """A single-process frontend that dies right after committing a start."""
+    yield from _frontend_crashing_at(stack, "after_commit_before_reply")
+
+
+@pytest.fixture(params=["before_commit", "after_commit_before_reply"])
+def crash_point(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def frontend_crashing(stack: Stack, crash_point: str) -> Iterator[str]:
+    """A single-process frontend that dies at ``crash_point`` of the first write it makes."""
+    yield from _frontend_crashing_at(stack, crash_point)
+
+
+def _frontend_crashing_at(stack: Stack, point: str) -> Iterator[str]:
+    """A single-process frontend that dies at ``point`` of the first write that reaches it."""
     port = free_port()
-    env = {**stack.env, "CHRONICLE_FAULTS": "after_commit_before_reply"}
+    env = {**stack.env, "CHRONICLE_FAULTS": point}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -42,10 +59,12 @@ def crashing_frontend(stack: Stack) -> Iterator[str]:
         except httpx.HTTPError:
             return False
 
-    wait_until(up, timeout=30)
-    yield url
-    proc.kill()
-    proc.wait()
+    try:
+        wait_until(up, timeout=30)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_start_committed_before_a_crash_is_found_by_its_retry(
@@ -67,3 +86,57 @@ def test_start_committed_before_a_crash_is_found_by_its_retry(
     assert retried.status_code == 201, retried.text
     runs = api.get("/workflows", query=f"WorkflowId = '{wid}'").json()["executions"]
     assert len(runs) == 1 and runs[0]["run_id"] == retried.json()["run_id"]
+
+
+def test_a_task_run_ahead_with_its_result_is_written_once_whatever_the_crash(
+    frontend_crashing: str, api: Api, tenant: Tenant, queue: str, crash_point: str
+) -> None:
+    """The result and the task run ahead are one transaction: a frontend killed before its
+    commit wrote nothing (the report, sent again, is taken whole); killed after it, the
+    report sent again is refused as stale and nothing is written twice."""
+    worker = ScriptedWorker(api, queue)
+    wid = f"ahead-{uuid.uuid4().hex[:8]}"
+    assert (
+        api.post("/workflows", {"workflow_id": wid, "workflow_type": "T", "task_queue": queue}).status_code
+        == 201
+    )
+    sticky = f"{queue}-sticky"
+    schedule = command(
+        "ScheduleActivityTask",
+        activity_id="a1",
+        activity_type="Charge",
+        start_to_close_timeout=30,
+        request_eager_execution=True,
+    )
+    done = worker.complete_workflow_task(
+        worker.poll_workflow_task(), schedule, sticky_task_queue=sticky, return_recorded_events=True
+    )
+    assert done.status_code == 200, done.text
+    activity = done.json()["activity_tasks"][0]
+    report = {
+        "task_token": activity["task_token"],
+        "result": 5,
+        "identity": worker.identity,
+        "return_new_workflow_task": True,
+        "sticky_task_queue": sticky,
+        "workflow_task_ahead": {
+            "expected_event_id": done.json()["recorded_events"][-1]["event_id"] + 1,
+            "started_time": datetime.now(UTC).isoformat(),
+            "commands": [command("CompleteWorkflowExecution", result=5)],
+        },
+    }
+    url = f"/api/v1/namespaces/{tenant.namespace}/task-queues/{queue}/activity-tasks/complete"
+    headers = {"Authorization": f"Bearer {tenant.keys['all']}"}
+    with pytest.raises(httpx.HTTPError):
+        httpx.post(frontend_crashing + url, json=report, headers=headers, timeout=10)
+
+    again = api.post(f"/task-queues/{queue}/activity-tasks/complete", report)
+
+    kinds = api.event_types(wid)
+    if crash_point == "before_commit":
+        assert again.status_code == 200, again.text
+        assert "workflow_task_ahead" in again.json(), "nothing was written: the report is taken whole"
+    else:
+        assert again.status_code == 404, again.text  # stale: the first report was committed
+    assert kinds.count("ActivityTaskCompleted") == 1 and kinds.count("WorkflowExecutionCompleted") == 1
+    assert api.describe(wid)["status"] == "Completed"
