@@ -270,6 +270,7 @@ class WorkflowRunner:
 
     async def _fail_task(self, task: dict[str, Any], cause: str, exc: BaseException) -> None:
         self.cache.pop(task["workflow_execution"]["run_id"], None)
+        self.ahead.forget(task["workflow_execution"]["run_id"])
         self.worker.client.local_closes.left(task["workflow_execution"]["run_id"])
         # Temporal's marker on this record, which log filters written for it look for.
         marker = {"__temporal_error_identifier": "WorkflowTaskFailure"}
