@@ -55,6 +55,7 @@ from proc_cpu import backend_pids, cpu_by_pid, cpu_used  # noqa: E402
 from chronicle.db import listen_conninfo  # noqa: E402
 from history.kernel.wakeups import task_wakeup_key  # noqa: E402
 from matching.longpoll import hub  # noqa: E402
+from matching.sync_match import waiting_polls  # noqa: E402
 from namespaces.models import Namespace  # noqa: E402
 from namespaces.services import api_key_issue, namespace_create  # noqa: E402
 from tests.asgi_client import asgi_call  # noqa: E402
@@ -63,6 +64,7 @@ STATEMENTS = [0]
 # Transaction blocks committed, and statements sent outside a block (each its own transaction).
 COMMITS = [0]
 START_CALL = "start (+ close)"
+MATCHED_POLL = "wft poll (in the start)"
 
 
 def _count_statements() -> None:
@@ -133,7 +135,9 @@ class Tally:
         self.calls[name] += 1
 
 
-async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) -> None:
+async def one_workflow(
+    client: AsgiClient, base: str, queue: str, tally: Tally, *, matched: bool = False
+) -> None:
     wid = f"hot-{uuid.uuid4().hex[:12]}"
     sticky = f"{queue}-sticky"
     m = tally.measure
@@ -145,9 +149,18 @@ async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) 
         "input": [1],
         "wait_for_close": 10,
     }
-    started = await _started_in_background(client.call("POST", f"{base}/workflows", start), client, queue)
     poll = {"identity": "prof", "timeout": 5}
-    task = await m("wft poll", client.call("POST", f"{base}/task-queues/{queue}/workflow-tasks/poll", poll))
+    polling = client.call("POST", f"{base}/task-queues/{queue}/workflow-tasks/poll", poll)
+    if matched:
+        started, task = await _matched(
+            client.call("POST", f"{base}/workflows", start), polling, client, queue
+        )
+        # Its figures are in the start's line: its first, empty claim (a worker's poll makes
+        # one before it waits) and the task the start's transaction started for it.
+        tally.calls[MATCHED_POLL] += 1
+    else:
+        started = await _started_in_background(client.call("POST", f"{base}/workflows", start), client, queue)
+        task = await m("wft poll", polling)
     schedule = {
         "command_type": "ScheduleActivityTask",
         "attributes": {
@@ -195,6 +208,24 @@ async def one_workflow(client: AsgiClient, base: str, queue: str, tally: Tally) 
         raise RuntimeError(f"start: {status} {answer}")
 
 
+async def _matched(
+    start: Awaitable[tuple[int, Any]], poll: Awaitable[tuple[int, Any]], client: AsgiClient, queue: str
+) -> tuple[asyncio.Task[tuple[int, Any]], Any]:
+    """Poll first; once the poll waits on offer, start: the start hands the poll its task
+    (sync match). Returns the start, still waiting for the close, and the task."""
+    polling = asyncio.ensure_future(poll)
+    key = task_wakeup_key(client.namespace_id, "workflow", queue, "")
+    for _ in range(500):
+        if waiting_polls.waiting(key):
+            break
+        await asyncio.sleep(0.002)
+    started = asyncio.ensure_future(start)
+    status, task = await polling
+    if status != 200 or task["history"]["events"][-1]["attributes"].get("request_id") != "matched":
+        raise RuntimeError(f"the poll was not matched with the start: {status} {task}")
+    return started, task
+
+
 async def _started_in_background(
     call: Awaitable[tuple[int, Any]], client: AsgiClient, queue: str
 ) -> asyncio.Task[tuple[int, Any]]:
@@ -213,11 +244,11 @@ async def _started_in_background(
     return started
 
 
-async def run(namespace: Namespace, key: str, workflows: int, profile: bool) -> None:
+async def run(namespace: Namespace, key: str, workflows: int, profile: bool, matched: bool) -> None:
     client = AsgiClient(f"Bearer {key}", namespace.id)
     base, queue = f"/api/v1/namespaces/{namespace.name}", "hot"
     for _ in range(5):  # warm-up: imports, caches, the pool
-        await one_workflow(client, base, queue, Tally())
+        await one_workflow(client, base, queue, Tally(), matched=matched)
     tally = Tally()
     profiler = cProfile.Profile() if profile else None
     backends = backend_pids(os.environ["DATABASE_URL"])  # this run's: the pool's and the listener's
@@ -225,7 +256,7 @@ async def run(namespace: Namespace, key: str, workflows: int, profile: bool) -> 
     if profiler:
         profiler.enable()
     for i in range(workflows):
-        await tally.measure_workflow(one_workflow(client, base, queue, tally))
+        await tally.measure_workflow(one_workflow(client, base, queue, tally, matched=matched))
         if (i + 1) % 50 == 0:
             print(f"  {i + 1}/{workflows} workflows", file=sys.stderr)
     if profiler:
@@ -255,13 +286,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workflows", type=int, default=200)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--sync-match", action="store_true", help="poll before the start, which hands the poll its task"
+    )
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     namespace = namespace_create(name=f"hot-{uuid.uuid4().hex[:8]}", request_rps=0)
     _, key = api_key_issue(namespace=namespace, name="bench", roles=["client", "worker"])
     connection.close()
     _count_statements()
-    asyncio.run(run(namespace, key, args.workflows, args.profile))
+    asyncio.run(run(namespace, key, args.workflows, args.profile, args.sync_match))
 
 
 if __name__ == "__main__":
