@@ -18,6 +18,10 @@ run's history) and checks, Jepsen-style:
   activity closed exactly once;
 * shard ``range_id`` never went down while sampled (:class:`~bench.faults.nemesis.RangeSampler`);
 * no run is still open after the drain.
+
+Each operation's verdict is also counted under the phase it was invoked in
+(``Totals.by_phase``: accepted, lost, duplicated, unknown), so a run of several kinds of
+fault can say which one lost or doubled what.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class Totals:
     range_regressions: int = 0
     stuck: int = 0
     anomalies: list[str] = field(default_factory=list)
+    by_phase: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def accepted(self) -> int:
@@ -104,6 +109,11 @@ class Totals:
         setattr(self, counter, getattr(self, counter) + 1)
         if len(self.anomalies) < 200:
             self.anomalies.append(f"{counter}: {message}")
+
+    def count_phase(self, phase: str, verdict: str) -> None:
+        """One more operation invoked during ``phase`` with ``verdict``."""
+        counts = self.by_phase.setdefault(phase, {})
+        counts[verdict] = counts.get(verdict, 0) + 1
 
 
 @dataclass
@@ -178,9 +188,12 @@ def check_replay(runs: list[Run], totals: Totals) -> None:
 def resolve(op: Op, applied: bool, what: str, totals: Totals) -> None:
     """Judge one operation by whether the histories show it applied."""
     if op.outcome == "ok":
+        totals.count_phase(op.phase, "accepted")
         if not applied:
             totals.flag("lost", f"{what} acknowledged, not in any history")
+            totals.count_phase(op.phase, "lost")
     elif op.outcome == "unknown":
+        totals.count_phase(op.phase, "unknown")
         if applied:
             totals.unknown_applied += 1
         else:
@@ -201,6 +214,7 @@ def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, tota
         mine = [r for r in heads if r.events[0]["attributes"].get("request_id") == op.key]
         if len(heads) > 1:
             totals.flag("duplicated", f"start {op.workflow_id}: {len(heads)} runs started")
+            totals.count_phase(op.phase, "duplicated")
         totals.starts_accepted += op.outcome == "ok"
         same_run = op.outcome != "ok" or op.run_id in {r.run_id for r in chain}
         resolve(op, bool(mine) and same_run, f"start {op.workflow_id} ({op.run_id})", totals)
@@ -219,6 +233,7 @@ def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, tota
         count = seen[key]
         if count > 1:
             totals.flag("duplicated", f"signal {op.key} to {op.workflow_id} applied {count}x")
+            totals.count_phase(op.phase, "duplicated")
         totals.signals_accepted += op.outcome == "ok"
         resolve(op, count > 0, f"signal {op.key} to {op.workflow_id}", totals)
     for key in seen.keys() - attempted:
@@ -233,11 +248,20 @@ def count_executions(effects: Path, totals: Totals) -> None:
     totals.executions_begun, totals.executions_ended = phases["begin"], phases["end"]
 
 
-async def check(client: Client, ledger: Ledger, totals: Totals, effects: Path | None = None) -> Totals:
-    """Fill ``totals`` from the namespace's histories (``totals`` may hold the sampler's figures)."""
+async def check(
+    client: Client,
+    ledger: Ledger,
+    totals: Totals,
+    effects: Path | None = None,
+    keep: list[Run] | None = None,
+) -> Totals:
+    """Fill ``totals`` from the namespace's histories (``totals`` may hold the sampler's
+    figures); the runs read are added to ``keep`` when given (for timings of their events)."""
     if effects is not None:
         count_executions(effects, totals)
     runs = await fetch_runs(client)
+    if keep is not None:
+        keep.extend(runs)
     for run in runs:
         check_shape(run, totals)
         if run.status == "RUNNING":

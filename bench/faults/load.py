@@ -5,7 +5,9 @@ Every operation is recorded as ``ok`` (a 2xx: the server promised it is durable)
 connection, a 5xx after the client's own retries: it may or may not have applied), in
 Jepsen's sense. Each start carries a request id and each signal a unique token in its
 payload, so the checker can find each one in the histories. The ledger is also written
-to a JSONL file in the run directory, one flushed line per outcome.
+to a JSONL file in the run directory, one flushed line per outcome, with the moment it
+was recorded and the phase of the run it was invoked in (the fault then under way, for a
+report per fault).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,9 @@ from .workflows import FINISH_SIGNAL, TOKEN_SIGNAL
 # How the workflows run: short timers and short activities, so a run takes seconds.
 TIMER_SECONDS = 0.5
 WORK_SECONDS = 1.0
+# How long the drain keeps asking for a run whose start was never acknowledged and that
+# does not exist: a start that timed out may still be applied, late, but not this late.
+NOT_FOUND_GRACE = 15.0
 
 
 @dataclass
@@ -38,6 +44,8 @@ class Op:
     outcome: str = "invoked"  # then "ok", "failed" or "unknown"
     run_id: str = ""
     detail: str = ""
+    phase: str = ""  # what the run was doing when the operation was invoked (a fault's name)
+    at: float = 0.0  # when its outcome was recorded (epoch seconds)
 
 
 class Ledger:
@@ -47,6 +55,7 @@ class Ledger:
         self.started_types: dict[str, str] = {}  # workflow id -> type, for every start attempted
 
     def record(self, op: Op) -> None:
+        op.at = op.at or time.time()
         self.ops.append(op)
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(asdict(op)) + "\n")
@@ -72,9 +81,10 @@ class Load:
         self.prefix = prefix
         self.counter = 0
         self.scripts: set[asyncio.Task[None]] = set()
+        self.phase = ""  # given to each operation as it is invoked (a nemesis sets it)
 
     async def start(self, workflow: str, wid: str, args: list[Any]) -> Op:
-        op = Op("start", wid, f"req-{wid}")
+        op = Op("start", wid, f"req-{wid}", phase=self.phase)
         self.ledger.started_types[wid] = workflow
         try:
             handle = await self.client.start_workflow(
@@ -88,7 +98,8 @@ class Load:
 
     async def signal(self, wid: str, name: str) -> Op:
         self.counter += 1
-        op = Op("signal", wid, f"tok-{self.prefix}-{self.counter}-{self.rng.getrandbits(32):08x}")
+        token = f"tok-{self.prefix}-{self.counter}-{self.rng.getrandbits(32):08x}"
+        op = Op("signal", wid, token, phase=self.phase)
         try:
             await self.client.get_workflow_handle(wid).signal(name, op.key)
             op.outcome = "ok"
@@ -132,19 +143,29 @@ class Load:
     async def drain(self, deadline: float) -> list[str]:
         """Wait until every workflow the load started is closed, re-sending ``finish`` to any
         Mixed run still waiting for one (its finish may have been lost or never acknowledged).
-        Returns the ids still open at ``deadline`` (loop time)."""
+        A run that still does not exist :data:`NOT_FOUND_GRACE` seconds in, whose start was
+        never acknowledged (a child: whose parent is such a run), was never started: it is
+        not waited for. Returns the ids still open at ``deadline`` (loop time)."""
         loop = asyncio.get_running_loop()
         wids = sorted({o.workflow_id for o in self.ledger.of("start") if o.outcome != "failed"})
         wids += [f"{w}-child" for w in wids if self.ledger.started_types.get(w) == "FaultsParent"]
+        acknowledged = {o.workflow_id for o in self.ledger.of("start", "ok")}
         open_ids = list(wids)
         nudged: dict[str, float] = {}
+        never: set[str] = set()  # not started, and never will be
         began = loop.time()
         while open_ids and loop.time() < deadline:
             still: list[str] = []
-            for wid in open_ids:
+            for wid in open_ids:  # parents before their children
                 try:
                     status = (await self.client.get_workflow_handle(wid).describe()).status
-                except (RPCError, httpx.HTTPError, OSError):
+                except (RPCError, httpx.HTTPError, OSError) as exc:
+                    parent = wid.removesuffix("-child")
+                    missing = isinstance(exc, RPCError) and exc.status == 404
+                    late = loop.time() - began >= NOT_FOUND_GRACE
+                    if missing and late and (parent in never if parent != wid else wid not in acknowledged):
+                        never.add(wid)
+                        continue
                     still.append(wid)  # not found yet (a child not started yet) or unreachable
                     continue
                 if status.name != "RUNNING":

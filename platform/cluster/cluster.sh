@@ -13,11 +13,17 @@
 #   platform/cluster/cluster.sh kill HOST  kill every process of HOST at once (a host crash)
 #   platform/cluster/cluster.sh restart HOST  stop HOST's processes and start them again
 #                                           (a PostgreSQL node rejoins as a standby)
+#   platform/cluster/cluster.sh cut HOST [PEER...]  partition HOST from its PEERs (from every
+#                                           other host when none is named); `heal` ends it
+#   platform/cluster/cluster.sh manage HOST ARGS...  a manage.py command on HOST, with the
+#                                           cluster's environment
 #
 # Needs root (namespaces, the bridge), the PostgreSQL 15 server binaries and the project's
 # virtualenv (.venv). Installs pg_auto_failover and HAProxy with apt-get when they are
-# missing (CHRONICLE_CLUSTER_NO_APT=1 refuses instead). Touches nothing of the host but
-# its own bridge and veth pairs: no route, no firewall rule, no system PostgreSQL.
+# missing (CHRONICLE_CLUSTER_NO_APT=1 refuses instead), and nftables for `cut`. Touches
+# nothing of the host but its own bridge and veth pairs (and, during a `cut`, one nftables
+# table of the bridge family, chr_cut, matching only those ports): no route, no other
+# firewall rule, no system PostgreSQL.
 # State (data, logs, the secret key, the API key) lives in CHRONICLE_CLUSTER_DIR
 # (default .chronicle/cluster), removed by `down` unless CHRONICLE_CLUSTER_KEEP=1.
 set -euo pipefail
@@ -112,6 +118,7 @@ ensure_packages() {
 	command -v pg_autoctl >/dev/null || missing+=(postgresql-15-auto-failover pg-auto-failover-cli)
 	command -v haproxy >/dev/null || missing+=(haproxy)
 	command -v ip >/dev/null || missing+=(iproute2)
+	command -v nft >/dev/null || missing+=(nftables)
 	((${#missing[@]} == 0)) && return 0
 	if [[ ${CHRONICLE_CLUSTER_NO_APT:-0} == 1 ]] || ! command -v apt-get >/dev/null; then
 		die "missing ${missing[*]}; install them (apt-get install ${missing[*]}) and run again"
@@ -333,6 +340,48 @@ start_host() {
 	esac
 }
 
+# ---- partitions ------------------------------------------------------------------------
+
+# A cut is a partition at the bridge, as a pulled cable or a failed switch port makes it:
+# every frame between HOST's port and its PEERs' ports (all other ports, and this machine,
+# when no peer is named) is dropped, both ways, without a word; no host's own network
+# stack is touched, so its processes see only silence. One nftables table of the bridge
+# family holds the cuts; `heal` (and `down`) delete it.
+CUT_TABLE=chr_cut
+
+cmd_cut() {
+	local host=$1 peer ports=()
+	shift
+	command -v nft >/dev/null || die "cut needs nftables (apt-get install nftables)"
+	for peer in "$@"; do
+		host_ip "$peer" >/dev/null || die "cut HOST [PEER...]: $peer is not one of the cluster's hosts"
+		ports+=("\"chrv-$peer\"")
+	done
+	local spec="table bridge $CUT_TABLE {
+		chain forward { type filter hook forward priority 0; policy accept; }
+		chain input { type filter hook input priority 0; policy accept; }
+		chain output { type filter hook output priority 0; policy accept; }
+	}"
+	nft -f - <<<"$spec"
+	if ((${#ports[@]} == 0)); then
+		nft add rule bridge "$CUT_TABLE" forward iifname "chrv-$host" drop
+		nft add rule bridge "$CUT_TABLE" forward oifname "chrv-$host" drop
+		nft add rule bridge "$CUT_TABLE" input iifname "chrv-$host" drop
+		nft add rule bridge "$CUT_TABLE" output oifname "chrv-$host" drop
+	else
+		local set
+		set="{ $(IFS=,; echo "${ports[*]}") }"
+		nft add rule bridge "$CUT_TABLE" forward iifname "chrv-$host" oifname "$set" drop
+		nft add rule bridge "$CUT_TABLE" forward iifname "$set" oifname "chrv-$host" drop
+	fi
+}
+
+cmd_heal() {
+	if command -v nft >/dev/null && nft list table bridge "$CUT_TABLE" >/dev/null 2>&1; then
+		nft delete table bridge "$CUT_TABLE"
+	fi
+}
+
 # ---- commands --------------------------------------------------------------------------
 
 all_running() {
@@ -391,6 +440,7 @@ cmd_down() {
 	stop_hosts 15 wk1 so1 so2 lb fe1 fe2
 	stop_hosts 15 pg1 pg2
 	stop_hosts 15 monitor
+	cmd_heal
 	network_down
 	if [[ ${CHRONICLE_CLUSTER_KEEP:-0} == 1 ]]; then
 		rm -f "$STATE/up.done"
@@ -449,8 +499,28 @@ main() {
 		fi
 		kill_host "$2"
 		;;
+	cut)
+		if [[ -z ${2:-} ]] || ! host_ip "$2" >/dev/null; then
+			die "cut HOST [PEER...]: one of the cluster's hosts"
+		fi
+		need_root
+		shift
+		cmd_cut "$@"
+		;;
+	heal)
+		need_root
+		cmd_heal
+		;;
+	manage)
+		if [[ -z ${2:-} ]] || ! host_ip "$2" >/dev/null; then
+			die "manage HOST ARGS...: one of the cluster's hosts"
+		fi
+		need_root
+		shift
+		manage "$@"
+		;;
 	*)
-		echo "usage: $0 up|down|status|primary|kill HOST|restart HOST" >&2
+		echo "usage: $0 up|down|status|primary|kill HOST|restart HOST|cut HOST [PEER...]|heal|manage HOST ARGS..." >&2
 		exit 2
 		;;
 	esac

@@ -89,8 +89,8 @@ pg_data_up() { # pg_data_up NODE STATE: start data node NODE, wait until it repo
 		timeout.network_partition_timeout 8 >/dev/null
 }
 
-# The Chronicle hosts' way in: the chronicle role, from the cluster's subnet. The line
-# goes into both data nodes' pg_hba.conf (each keeps its own file).
+# The Chronicle hosts' way in: the chronicle role, from the cluster's subnet. The lines
+# go into both data nodes' pg_hba.conf (each keeps its own file), with the keepalives.
 pg_allow_chronicle() {
 	local node hba
 	as_pg pg1 psql -X -q -d "$DBNAME" -c \
@@ -104,7 +104,19 @@ pg_allow_chronicle() {
 		hba=$STATE/pg/$node/data/pg_hba.conf
 		grep -q "^host $DBNAME $DBUSER $NET.0/24" "$hba" ||
 			echo "host $DBNAME $DBUSER $NET.0/24 trust" >>"$hba"
-		as_pg "$node" psql -X -qAt -d postgres -c "select pg_reload_conf()" >/dev/null
+		# A node that rejoins after a failover rewinds (pg_rewind, from the new primary)
+		# through the postgres database, which pg_auto_failover's own lines leave out:
+		# without this line the rewind is refused and the node copies the whole cluster
+		# again with pg_basebackup, after a spread checkpoint of minutes.
+		grep -q "^host postgres pgautofailover_replicator $NET.0/24" "$hba" ||
+			echo "host postgres pgautofailover_replicator $NET.0/24 trust" >>"$hba"
+		# The server's side of a client cut off without a word (a shard owner behind a
+		# partition): without keepalives its session, and the row locks of a transaction
+		# it had open (a shard's fence), outlive the cut by hours, and no other owner can
+		# take that shard over. With them the session ends about 10 s into the silence.
+		as_pg "$node" psql -X -qAt -d postgres -c "alter system set tcp_keepalives_idle = 5" \
+			-c "alter system set tcp_keepalives_interval = 2" -c "alter system set tcp_keepalives_count = 3" \
+			-c "alter system set tcp_user_timeout = 10000" -c "select pg_reload_conf()" >/dev/null
 	done
 	# A reload is a signal, taken in its own time: wait until the Chronicle hosts get in,
 	# through the very connection string they will use.

@@ -46,3 +46,19 @@ def test_kill_and_restart_name_one_of_the_hosts() -> None:
         done = run(verb, "no-such-host")
         assert done.returncode == 1
         assert f"{verb} HOST: one of the cluster's hosts" in done.stderr
+
+
+def test_cut_and_manage_name_one_of_the_hosts() -> None:
+    for args, usage in (
+        (("cut", "no-such-host"), "cut HOST [PEER...]: one of the cluster's hosts"),
+        (("manage", "no-such-host", "check"), "manage HOST ARGS...: one of the cluster's hosts"),
+    ):
+        done = run(*args)
+        assert done.returncode == 1
+        assert usage in done.stderr
+
+
+def test_a_cut_names_its_peers_among_the_hosts() -> None:
+    done = run("cut", "so1", "pg1", "elsewhere")
+    assert done.returncode == 1
+    assert "elsewhere is not one of the cluster's hosts" in done.stderr or "needs root" in done.stderr
