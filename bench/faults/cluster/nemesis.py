@@ -151,7 +151,8 @@ class ClusterNemesis:
         _, promoted = await self.promoted_other_than(old, FAILOVER_WITHIN)
         one.figures["failover s"] = promoted - one.began
         served = await self.served_after(one, promoted)
-        one.figures["served after promotion s"] = max(0.0, one.recovered - promoted)
+        if served:
+            one.figures["served after promotion s"] = max(0.0, one.recovered - promoted)
         await off(script, "restart", old)
         one.survived = served and await self.rejoined(one, old)
 
@@ -164,7 +165,8 @@ class ClusterNemesis:
             _, promoted = await self.promoted_other_than(old, FAILOVER_WITHIN)
             one.figures["failover s"] = promoted - one.began
             served = await self.served_after(one, promoted)
-            one.figures["served after promotion s"] = max(0.0, one.recovered - promoted)
+            if served:
+                one.figures["served after promotion s"] = max(0.0, one.recovered - promoted)
         finally:
             await off(script, "heal")
         self.note("pg_cut", "healed", node=old)
@@ -285,7 +287,8 @@ class ClusterNemesis:
         self.note("frontend_kill", "killed", host=victim, connections=held[victim])
         one.figures["connections cut"] = held[victim]
         served = await self.served_after(one, one.began)
-        one.figures["served after kill s"] = one.recovered - one.began
+        if served:
+            one.figures["served after kill s"] = one.recovered - one.began
         await asyncio.sleep(1.0)
         await off(script, "restart", victim)
         back = await self.until(lambda: control.ready(control.FRONTENDS[victim]), within=90)
