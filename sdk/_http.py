@@ -196,7 +196,9 @@ class HttpTransport:
         timeout: float | None,
     ) -> dict[str, Any] | None:
         clean_params = {k: _param(v) for k, v in (params or {}).items() if v is not None}
-        if self._pool is not None and self._client is self._own_client:
+        # An absolute URL (the command line's platform-level calls) goes the way httpx takes it.
+        lean = self._pool is not None and self._client is self._own_client and "://" not in path
+        if lean:
             status, answer = await self._send_lean(method, path, body, clean_params, timeout)
         else:
             status, answer = await self._send_httpx(method, path, body, clean_params, timeout)

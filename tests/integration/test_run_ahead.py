@@ -154,18 +154,24 @@ def test_a_signal_in_between_refuses_the_task_and_records_the_result_alone() -> 
 
 
 @pytest.mark.parametrize(
-    "changes",
+    ("event_id_off", "clock_off"),
     [
-        pytest.param({"expected_event_id": 7}, id="event-id-ahead-of-the-run"),
-        pytest.param({"expected_event_id": 5}, id="event-id-behind-the-run"),
-        pytest.param({"started_time": datetime.now(UTC) - timedelta(minutes=1)}, id="clock-behind"),
-        pytest.param({"started_time": datetime.now(UTC) + timedelta(minutes=1)}, id="clock-ahead"),
+        pytest.param(1, timedelta(0), id="event-id-ahead-of-the-run"),
+        pytest.param(-1, timedelta(0), id="event-id-behind-the-run"),
+        pytest.param(0, -timedelta(minutes=1), id="clock-behind"),
+        pytest.param(0, timedelta(minutes=1), id="clock-ahead"),
     ],
 )
-def test_a_worker_wrong_about_the_run_gets_the_task_handed_back_instead(changes: dict[str, Any]) -> None:
+def test_a_worker_wrong_about_the_run_gets_the_task_handed_back_instead(
+    event_id_off: int, clock_off: timedelta
+) -> None:
     run, activity, recorded = _running_activity()
+    wrong = {
+        "expected_event_id": recorded[-1]["event_id"] + 1 + event_id_off,
+        "started_time": datetime.now(UTC) + clock_off,  # now: when the test runs, not when collected
+    }
 
-    reported = _report(activity, _ahead(recorded, [command("CompleteWorkflowExecution")], **changes))
+    reported = _report(activity, _ahead(recorded, [command("CompleteWorkflowExecution")], **wrong))
 
     assert reported.ahead is None and reported.handed_back is not None
     events = reported.handed_back.as_dict()["history"]["events"]
