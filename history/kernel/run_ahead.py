@@ -12,9 +12,10 @@ two calls would have, if and only if the run is where the worker believed it was
   one the worker expects, no workflow task is pending, no event is buffered, and no query
   or update waits for a task (those need a task the worker has not seen);
 * the task would have been handed back to this worker (its sticky queue, its slot);
-* the worker's clock, which gave the task its start time (``workflow.now()``), is within
-  :data:`MAX_CLOCK_SKEW` of the server's, and the server would not have suggested a
-  continue-as-new.
+* the task's start time (``workflow.now()``, on the worker's clock) falls between the
+  activity's start and the server's now (and within :data:`MAX_CLOCK_SKEW` of it), and the
+  server would not have suggested a continue-as-new. The whole write is stamped with that
+  time, so the history's event times stay in order.
 
 The events are the ones the two calls write, and the ``WorkflowTaskStarted`` event records
 the start time and history size the worker's code saw, so a replay sees what the first run
@@ -120,6 +121,8 @@ def _complete_both(
                 check_payload(m.namespace, command.get("attributes", {}), command["command_type"])
         except ChronicleError as exc:
             raise _Refused from exc
+        # The whole write is stamped with the task's start, so the history's times stay in order.
+        m.now = _worker_start(m, activity.started_time, ahead)
         activity_tasks.close_activity(
             m, activity, EventType.ACTIVITY_TASK_COMPLETED, {"result": result, "identity": identity}
         )
@@ -156,18 +159,31 @@ def _check_unchanged(m: ExecutionMutation, ahead: WorkflowTaskAhead) -> None:
         raise _Refused
 
 
+def _worker_start(
+    m: ExecutionMutation, activity_started: datetime | None, ahead: WorkflowTaskAhead
+) -> datetime:
+    """The worker's start of the task, if the server can record it: after the activity's
+    own start (the run's last event) and not after the server's now, so that every event of
+    the history follows the one before; and within :data:`MAX_CLOCK_SKEW` of now."""
+    started = ahead.started_time
+    if started > m.now or m.now - started > MAX_CLOCK_SKEW:
+        raise _Refused
+    if activity_started is not None and started < activity_started:
+        raise _Refused
+    return started
+
+
 def _adopt_worker_start(m: ExecutionMutation, ahead: WorkflowTaskAhead) -> datetime:
-    """Give the started task the time and history size the worker's code saw."""
+    """Give the started task the history size the worker's code saw (its time is the
+    write's, :func:`_worker_start`)."""
     ex = m.execution
     started = m.appended_events[-1]
     if (
         ex.wft_started_event_id != ahead.expected_event_id + _STARTED_OFFSET
         or started.event_type != EventType.WORKFLOW_TASK_STARTED
         or started.attributes.get("suggest_continue_as_new")
-        or abs(ahead.started_time - m.now) > MAX_CLOCK_SKEW
+        or started.event_time != ahead.started_time
     ):
         raise _Refused
-    started.event_time = ahead.started_time
     started.attributes["history_size_bytes"] = ahead.history_size_bytes
-    ex.wft_started_time = ahead.started_time
     return ahead.started_time

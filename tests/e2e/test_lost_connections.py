@@ -36,16 +36,25 @@ def own_stack(stack: Stack, tmp_path: Path) -> Iterator[Stack]:
 
 
 def terminate_chronicle_backends(django_db_blocker: Any) -> int:
-    """Kill every connection of this test's stack to the test database, as a restart would."""
+    """Kill every connection of this test's stack to the test database, as a restart would,
+    and return once those server processes are gone (``pg_terminate_backend`` only signals
+    them: a request sent at once could still find a connection that has not yet been told,
+    which a restart, whose sockets are closed by the time anyone reconnects, never shows)."""
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            "SELECT array_agg(pid) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND application_name = %s"
             " AND pid <> pg_backend_pid()",
             [DROPPED_APPLICATION],
         )
-        (killed,) = cursor.fetchone()
-    return int(killed)
+        killed: list[int] = cursor.fetchone()[0] or []
+
+        def gone() -> bool:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [killed])
+            return int(cursor.fetchone()[0]) == 0
+
+        wait_until(gone, timeout=10)
+    return len(killed)
 
 
 def test_requests_after_every_connection_was_dropped_succeed(

@@ -85,9 +85,15 @@ def test_sequential_steps_take_one_call_each_and_their_history_replays(stack: St
     async def scenario() -> None:
         client = await _client(stack, tenant)
         queue = f"ahead-{uuid.uuid4().hex[:6]}"
+        calls: list[str] = []
+        client.transport.observers.append(lambda call: calls.append(call.path))
         async with Worker(client, task_queue=queue, workflows=[Counter], activities=[add_one]):
             handle = await client.start_workflow(Counter.run, 10, id=_wid(), task_queue=queue)
             result = await handle.result()
+        # Only the first task was completed on its own; each step's rode with its result.
+        completions = [path for path in calls if path.endswith("/workflow-tasks/complete")]
+        results = [path for path in calls if path.endswith("/activity-tasks/complete")]
+        assert (len(completions), len(results)) == (1, 5), calls
         events = [e async for e in handle.fetch_history_events()]
         history = await handle.fetch_history()
         await client.close()
