@@ -128,7 +128,7 @@ def _complete_both(
         )
         if not handoff.start_if_wanted(m, wanted):
             raise _Refused
-        started_time = _adopt_worker_start(m, ahead)
+        _adopt_worker_start(m, ahead)
         options = CompletionOptions(
             identity=wanted.identity,
             sticky_task_queue=wanted.sticky_task_queue,
@@ -137,7 +137,7 @@ def _complete_both(
             worker_version=wanted.worker_version,
         )
         try:
-            completion = apply_completion_txn(m, ahead.commands, ahead.messages, started_time, options)
+            completion = apply_completion_txn(m, ahead.commands, ahead.messages, m.now, options)
         except CommandRejected as exc:
             raise _Refused from exc
         crash_point("before_commit")
@@ -173,7 +173,7 @@ def _worker_start(
     return started
 
 
-def _adopt_worker_start(m: ExecutionMutation, ahead: WorkflowTaskAhead) -> datetime:
+def _adopt_worker_start(m: ExecutionMutation, ahead: WorkflowTaskAhead) -> None:
     """Give the started task the history size the worker's code saw (its time is the
     write's, :func:`_worker_start`)."""
     ex = m.execution
@@ -182,8 +182,6 @@ def _adopt_worker_start(m: ExecutionMutation, ahead: WorkflowTaskAhead) -> datet
         ex.wft_started_event_id != ahead.expected_event_id + _STARTED_OFFSET
         or started.event_type != EventType.WORKFLOW_TASK_STARTED
         or started.attributes.get("suggest_continue_as_new")
-        or started.event_time != ahead.started_time
     ):
         raise _Refused
     started.attributes["history_size_bytes"] = ahead.history_size_bytes
-    return ahead.started_time
