@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,14 +33,6 @@ def pool_of(kwargs: dict[str, Any], timeout: float) -> ConnectionPool[Any]:
     )
     pool.open(wait=False)
     return pool
-
-
-@pytest.fixture
-def pools() -> Iterator[list[ConnectionPool[Any]]]:
-    made: list[ConnectionPool[Any]] = []
-    yield made
-    for pool in made:
-        pool.close(timeout=1)
 
 
 def test_a_checkout_from_a_busy_pool_still_waits_for_a_connection(pools: list[ConnectionPool[Any]]) -> None:

@@ -14,7 +14,6 @@ restored.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,14 +45,6 @@ def chronicle_pool(kwargs: dict[str, Any], name: str) -> tuple[ConnectionPool[An
     checkout = FailFastCheckout(pool, kwargs)
     pool.open(wait=True, timeout=10)
     return pool, checkout
-
-
-@pytest.fixture
-def pools() -> Iterator[list[ConnectionPool[Any]]]:
-    made: list[ConnectionPool[Any]] = []
-    yield made
-    for pool in made:
-        pool.close(timeout=1)
 
 
 def serve_one(checkout: FailFastCheckout, pool: ConnectionPool[Any], within: float) -> float:
