@@ -384,11 +384,14 @@ def table(results: Json, plan: Plan) -> str:
 
 
 def cpu_text(results: Json) -> str:
-    """Where each system's CPU per workflow goes at concurrency 32, by group of processes."""
-    lines = ["CPU per workflow at concurrency 32, by process group (ms):"]
+    """Where each system's CPU per workflow goes at concurrency 32 and in the sleep storms
+    (from the due instant on), by group of processes."""
+    lines = ["CPU per workflow at concurrency 32 and per woken sleep, by process group (ms):"]
+    storms = [(("sleeps", str(n)), f"{n:,} sleeps") for n in (results.get("plan") or {}).get("sleeps") or ()]
     for key, title in COLUMNS:
-        for phase, workload in (("concurrent", "one-step"), ("local_concurrent", "local step")):
-            groups = dig(results.get(key), phase, "cpu_ms_per_workflow")
+        phases = [(("concurrent",), "one-step"), (("local_concurrent",), "local step"), *storms]
+        for phase, workload in phases:
+            groups = dig(results.get(key), *phase, "cpu_ms_per_workflow")
             if isinstance(groups, dict):
                 parts = ", ".join(f"{g} {ms:.1f}" for g, ms in groups.items() if g != "total")
                 lines.append(f"  {title}, {workload}: {parts}; total {groups['total']:.1f}")

@@ -137,8 +137,11 @@ async def run_at_concurrency(
     return figures
 
 
-async def run_sleeps(system: System, prefix: str, count: int, start_concurrency: int) -> Json:
-    """``count`` workflows whose durable sleeps all fall due at the same instant."""
+async def run_sleeps(
+    system: System, prefix: str, count: int, start_concurrency: int, cpu: CpuProbe | None = None
+) -> Json:
+    """``count`` workflows whose durable sleeps all fall due at the same instant; with
+    ``cpu``, the CPU each group of processes spent per woken workflow from the instant on."""
     lead = 3.0 + count / 50.0  # long enough to start them all before the instant
     due = time.time() + lead
     gate = asyncio.Semaphore(start_concurrency)
@@ -155,9 +158,12 @@ async def run_sleeps(system: System, prefix: str, count: int, start_concurrency:
             return await wait()
 
     await asyncio.sleep(max(0.0, due - time.time()))
+    before = cpu() if cpu is not None else {}
     late = await asyncio.gather(*(lateness(w) for w in waiters))
-    summary = latency_summary(list(late))
-    return {"sleeps": count, "start_margin_s": margin, "lateness": summary}
+    figures: Json = {"sleeps": count, "start_margin_s": margin, "lateness": latency_summary(list(late))}
+    if cpu is not None:
+        figures["cpu_ms_per_workflow"] = cpu_per_workflow(before, cpu(), count)
+    return figures
 
 
 async def measure(
@@ -165,9 +171,9 @@ async def measure(
 ) -> Json:
     """Every workload in order, warm-up first; the figures as one JSON-able dict.
 
-    With ``cpu``, the concurrent one-step phases also report the CPU per workflow by
-    group of processes: at concurrency 32 the machine is busy, so that is the cost that
-    bounds throughput."""
+    With ``cpu``, the concurrent one-step phases and the sleep storms also report the CPU
+    per workflow by group of processes: there the machine is busy, so that is the cost that
+    bounds throughput and lateness."""
     log(f"warm-up: {plan.warmup} one-step workflows")
     await run_at_concurrency(system.one_step, "warm", plan.warmup, min(plan.warmup, plan.concurrency))
     log(f"one-step workflows, one at a time: {plan.sequential}")
@@ -184,7 +190,7 @@ async def measure(
     sleeps: Json = {}
     for count in plan.sleeps:
         log(f"{count} durable sleeps due at the same instant")
-        sleeps[str(count)] = await run_sleeps(system, f"sleep{count}", count, plan.concurrency)
+        sleeps[str(count)] = await run_sleeps(system, f"sleep{count}", count, plan.concurrency, cpu)
     return {
         "sequential": sequential,
         "concurrent": concurrent,
