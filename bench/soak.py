@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
 import sys
@@ -43,7 +44,8 @@ sys.path.insert(0, str(BENCH_DIR))
 
 from run_bench import free_port, prepare_database, python_exe  # noqa: E402
 from sdk_bench import scratch_database  # noqa: E402
-from soak_check import CheckTotals, check_runs, lateness_by_minute  # noqa: E402
+from sdk_bench_workloads import pct  # noqa: E402
+from soak_check import CheckTotals, check_runs, lateness_by_minute, read_runs  # noqa: E402
 from soak_faults import Faults, memory_by_process  # noqa: E402
 from soak_workflow import DONE_SIGNAL, TOKEN_SIGNAL, WORKFLOW  # noqa: E402
 
@@ -185,9 +187,13 @@ async def drive(
     return report(options, ledger, totals, samples, faults, dburl)
 
 
-def per_minute(ledger: Ledger, kind: str, minutes: int) -> list[float]:
+def per_minute(ledger: Ledger, kind: str, seconds: float) -> list[float]:
+    """Acknowledged operations of ``kind`` per second, minute by minute of a load that
+    lasted ``seconds`` (a last, shorter minute is divided by its own length)."""
+    minutes = max(1, math.ceil(seconds / 60))
     return [
-        sum(ledger.ok_by_second[(kind, s)] for s in range(m * 60, (m + 1) * 60)) / 60.0
+        sum(ledger.ok_by_second[(kind, s)] for s in range(m * 60, (m + 1) * 60))
+        / max(1.0, min(60.0, seconds - m * 60))
         for m in range(minutes)
     ]
 
@@ -200,12 +206,15 @@ def report(
     faults: Faults,
     dburl: str,
 ) -> dict[str, Any]:
-    minutes = max(1, round(options.minutes))
+    minutes = max(1, math.ceil(options.minutes))
     return {
         "plan": vars(options) | {"database_url": None},
-        "starts_per_s": per_minute(ledger, "start", minutes),
-        "signals_per_s": per_minute(ledger, "signal", minutes),
-        "lateness_ms": lateness_by_minute(dburl, ledger.dues, minutes),
+        "starts_per_s": per_minute(ledger, "start", options.minutes * 60),
+        "signals_per_s": per_minute(ledger, "signal", options.minutes * 60),
+        "lateness_ms": [
+            {"n": len(ms), "p50": pct(ms, 50), "p99": pct(ms, 99)}
+            for ms in lateness_by_minute(read_runs(dburl), ledger.dues, minutes)
+        ],
         "held_back": ledger.held_back,
         "outcomes": {
             "starts": dict(Counter(ledger.starts.values())),

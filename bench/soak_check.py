@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import psycopg
-from sdk_bench_workloads import pct
 
 # ``history.models.ExecutionStatus``'s values, as the rows hold them.
 RUNNING, COMPLETED = "Running", "Completed"
@@ -88,17 +87,31 @@ def wait_until_closed(conn: psycopg.Connection[Any], seconds: float) -> int:
     return running
 
 
+Row = tuple[str, str, Any]  # a Soak run: workflow id, status, result
+
+
+def read_runs(dburl: str) -> list[Row]:
+    with psycopg.connect(dburl, autocommit=True) as conn:
+        return [(str(w), str(s), r) for w, s, r in conn.execute(RUNS).fetchall()]
+
+
 def check_runs(
     dburl: str, starts: dict[str, str], signals: dict[str, tuple[str, str]], drain: float
 ) -> CheckTotals:
-    """Every acknowledged start and signal against the runs the database holds."""
-    totals = CheckTotals()
+    """Wait for the runs to close, then judge every acknowledged start and signal by them
+    and count the malformed histories and the timers not fired once."""
     with psycopg.connect(dburl, autocommit=True) as conn:
-        totals.stuck = wait_until_closed(conn, drain)
-        rows = conn.execute(RUNS).fetchall()
-        totals.malformed_histories = _scalar(conn, MALFORMED)
-        totals.timers_not_once = _scalar(conn, TIMERS_NOT_ONCE)
-    totals.runs = len(rows)
+        stuck = wait_until_closed(conn, drain)
+        malformed = _scalar(conn, MALFORMED)
+        timers_not_once = _scalar(conn, TIMERS_NOT_ONCE)
+    totals = judge(read_runs(dburl), starts, signals)
+    totals.stuck, totals.malformed_histories, totals.timers_not_once = stuck, malformed, timers_not_once
+    return totals
+
+
+def judge(rows: list[Row], starts: dict[str, str], signals: dict[str, tuple[str, str]]) -> CheckTotals:
+    """Every acknowledged start and signal against the runs ``rows`` describe."""
+    totals = CheckTotals(runs=len(rows))
     runs_of = Counter(wid for wid, _, _ in rows)
     totals.duplicated_starts = sum(1 for n in runs_of.values() if n > 1)
     completed = {wid: _result(result) for wid, status, result in rows if status == COMPLETED}
@@ -122,18 +135,14 @@ def check_runs(
     return totals
 
 
-def lateness_by_minute(dburl: str, dues: dict[str, float], minutes: int) -> list[dict[str, float | None]]:
-    """p50 and p99 (ms) of the sleeps' lateness, by the minute of the load they were due in."""
+def lateness_by_minute(rows: list[Row], dues: dict[str, float], minutes: int) -> list[list[float]]:
+    """The sleeps' lateness (ms) of the completed runs, by the minute of the load they were due in."""
+    by_minute: list[list[float]] = [[] for _ in range(minutes)]
     if not dues:
-        return []
+        return by_minute
     first = min(dues.values())
-    by_minute: dict[int, list[float]] = defaultdict(list)
-    with psycopg.connect(dburl, autocommit=True) as conn:
-        for wid, status, result in conn.execute(RUNS).fetchall():
-            lateness = _result(result).get("lateness")
-            if status == COMPLETED and wid in dues and isinstance(lateness, int | float):
-                by_minute[min(minutes - 1, int((dues[wid] - first) // 60))].append(lateness * 1000.0)
-    return [
-        {"n": len(by_minute[m]), "p50": pct(by_minute[m], 50), "p99": pct(by_minute[m], 99)}
-        for m in range(minutes)
-    ]
+    for wid, status, result in rows:
+        lateness = _result(result).get("lateness")
+        if status == COMPLETED and wid in dues and isinstance(lateness, int | float):
+            by_minute[min(minutes - 1, int((dues[wid] - first) // 60))].append(lateness * 1000.0)
+    return by_minute

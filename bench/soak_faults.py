@@ -23,7 +23,7 @@ import psycopg
 
 from chronicle.launcher import READY_PATH, ProcessGroup
 
-FAULTS = ("frontend_worker_kill", "worker_kill", "owner_kill", "pg_drop")
+FAULTS = ("frontend_worker_kill", "worker_kill", "owner_restart", "pg_drop")
 RECOVERY_SECONDS = 30.0
 
 
@@ -89,7 +89,7 @@ class Faults:
         actions: dict[str, Callable[[], Awaitable[None]]] = {
             "frontend_worker_kill": self.frontend_worker_kill,
             "worker_kill": lambda: self.kill_and_restart("worker"),
-            "owner_kill": lambda: self.kill_and_restart(self.owner_name()),
+            "owner_restart": self.owner_restart,
             "pg_drop": self.pg_drop,
         }
         self.stats[name]["injected"] += 1
@@ -108,10 +108,16 @@ class Faults:
         if workers:
             os.kill(self.rng.choice(workers), signal.SIGKILL)
 
-    async def kill_and_restart(self, name: str) -> None:
-        """SIGKILL a process of the group and start it again once it is reaped."""
+    async def owner_restart(self) -> None:
+        """Restart the shard owner as a deploy does (SIGTERM: it hands its leases back, so
+        the new one takes its shards at once). A SIGKILLed owner's timers wait for its
+        leases to run out; the fault harness covers that, with its own bound."""
+        await self.kill_and_restart(self.owner_name(), signal.SIGTERM)
+
+    async def kill_and_restart(self, name: str, how: signal.Signals = signal.SIGKILL) -> None:
+        """Signal a process of the group and start it again once it has exited."""
         process = self.stack.processes[name]
-        process.kill()
+        process.send_signal(how)
         await asyncio.to_thread(process.wait, 30)
         spec = next(s for s in reversed(self.stack.specs) if s.name == name)
         self.stack.specs.remove(spec)
