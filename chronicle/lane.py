@@ -144,27 +144,32 @@ def decode_body(raw: bytes, struct: type[B]) -> B:
     :data:`chronicle.api.MAX_JSON_DEPTH` with that many brackets, so the strict parser's
     full walk runs only for bodies that show one of those (or fail to decode); the others
     are decoded straight into their struct.
+
+    A JSON value is taken only as the type its field declares (msgspec's strict mode): the
+    schema is generated from the struct, so ``0`` for a boolean or ``"5"`` for a number,
+    which the schema calls invalid, is refused rather than read as ``false`` or ``5``.
     """
     if len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         raise ChronicleError(ErrorCode.PAYLOAD_TOO_LARGE, "request body too large")
     if raw.strip() and not _may_need_the_walk(raw):
         decoder = _DECODERS.get(struct)
         if decoder is None:
-            decoder = _DECODERS[struct] = msgspec.json.Decoder(struct, strict=False)
+            decoder = _DECODERS[struct] = msgspec.json.Decoder(struct)
         try:
             return decoder.decode(raw)  # type: ignore[no-any-return]
         except msgspec.DecodeError:
             pass  # malformed or invalid: the checked path below names the fault
-    return convert(parse_json_body(raw), struct)
+    return convert(parse_json_body(raw), struct, strict=True)
 
 
-def convert(value: dict[str, Any], struct: type[B]) -> B:
+def convert(value: dict[str, Any], struct: type[B], *, strict: bool = False) -> B:
     """``value`` (vetted JSON, or query parameters) as ``struct``, or the 400 with every
-    faulty field in DRF's words."""
+    faulty field in DRF's words. A query string holds only text, so it is read laxly
+    (``"5"`` is a number there); a JSON body is ``strict``, each value of its field's type."""
     try:
-        return msgspec.convert(value, struct, strict=False)
+        return msgspec.convert(value, struct, strict=strict)
     except msgspec.ValidationError:
-        raise invalid_fields(field_errors(struct, value)) from None
+        raise invalid_fields(field_errors(struct, value, strict=strict)) from None
 
 
 def _may_need_the_walk(raw: bytes) -> bool:

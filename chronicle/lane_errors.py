@@ -31,30 +31,38 @@ Errors = list[str] | dict[str, Any]
 class _Rules:
     """What a struct says of its fields beyond their types (class attributes of the struct):
     ``json_fields`` hold any JSON, absent means None and an explicit null is refused (DRF's
-    ``JSONField``); ``blank_allowed`` text may be empty once trimmed (``allow_blank=True``)."""
+    ``JSONField``); ``blank_allowed`` text may be empty once trimmed (``allow_blank=True``).
+    ``strict``: a value must be of its field's JSON type (a JSON body), not text read as it
+    (a query string)."""
 
     json_fields: frozenset[str]
     blank_allowed: frozenset[str]
+    strict: bool
 
     @staticmethod
-    def of(struct: type[Any]) -> _Rules:
+    def of(struct: type[Any], strict: bool) -> _Rules:
         return _Rules(
-            getattr(struct, "json_fields", frozenset()), getattr(struct, "blank_allowed", frozenset())
+            getattr(struct, "json_fields", frozenset()),
+            getattr(struct, "blank_allowed", frozenset()),
+            strict,
         )
 
 
-def field_errors(struct: type[msgspec.Struct], body: dict[str, Any]) -> dict[str, Any]:
+def field_errors(
+    struct: type[msgspec.Struct], body: dict[str, Any], *, strict: bool = False
+) -> dict[str, Any]:
     """Every faulty field of ``body`` against ``struct``: ``{field: [message]}`` (or, for a
-    nested body, ``{field: {subfield: [message]}}``)."""
+    nested body, ``{field: {subfield: [message]}}``), judged as :func:`chronicle.lane.convert`
+    judged it (``strict`` for a JSON body)."""
     info = mi.type_info(struct)
     assert isinstance(info, mi.StructType)
-    errors = _struct_errors(info, body)
+    errors = _struct_errors(info, body, strict)
     return errors or {"non_field_errors": ["Invalid data."]}
 
 
-def _struct_errors(info: mi.StructType, body: dict[str, Any]) -> dict[str, Any]:
+def _struct_errors(info: mi.StructType, body: dict[str, Any], strict: bool) -> dict[str, Any]:
     errors: dict[str, Any] = {}
-    rules = _Rules.of(info.cls)
+    rules = _Rules.of(info.cls, strict)
     for field in info.fields:
         if field.encode_name not in body:
             if field.required:
@@ -86,21 +94,21 @@ def _value_errors(rules: _Rules, name: str, kind: mi.Type, value: Any, *, top: b
     if isinstance(kind, mi.StrType):
         return _text_errors(rules, name, kind, value)
     if isinstance(kind, mi.FloatType):
-        return _number_errors(kind, value)
+        return _number_errors(kind, value, rules.strict)
     if isinstance(kind, mi.IntType):
-        return _integer_errors(kind, value)
+        return _integer_errors(kind, value, rules.strict)
     if isinstance(kind, mi.LiteralType):
         return None if value in kind.values else [f'"{value}" is not a valid choice.']
     if isinstance(kind, mi.UUIDType):
         return None if _convertible(value, uuid.UUID) else ["Must be a valid UUID."]
     if isinstance(kind, mi.BoolType):
-        return None if _convertible(value, bool) else ["Must be a valid boolean."]
+        return None if _convertible(value, bool, rules.strict) else ["Must be a valid boolean."]
     if isinstance(kind, mi.ListType):
         return _list_errors(rules, name, kind, value)
     if isinstance(kind, mi.DictType):
         return _dict_errors(rules, name, kind, value)
     if isinstance(kind, mi.StructType):
-        return _nested_errors(kind, value)
+        return _nested_errors(kind, value, rules.strict)
     if isinstance(kind, mi.DateTimeType):
         return _datetime_errors(kind, value)
     return None
@@ -129,8 +137,8 @@ def _text_errors(rules: _Rules, name: str, kind: mi.StrType, value: Any) -> Erro
     return None
 
 
-def _number_errors(kind: mi.FloatType, value: Any) -> Errors | None:
-    if not _convertible(value, float):
+def _number_errors(kind: mi.FloatType, value: Any, strict: bool) -> Errors | None:
+    if not _convertible(value, float, strict):
         return ["A valid number is required."]
     number = msgspec.convert(value, float, strict=False)
     if not math.isfinite(number):  # "NaN" or "inf" as a string
@@ -142,8 +150,8 @@ def _number_errors(kind: mi.FloatType, value: Any) -> Errors | None:
     return None
 
 
-def _integer_errors(kind: mi.IntType, value: Any) -> Errors | None:
-    if isinstance(value, bool) or not _convertible(value, int):
+def _integer_errors(kind: mi.IntType, value: Any, strict: bool) -> Errors | None:
+    if isinstance(value, bool) or not _convertible(value, int, strict):
         return ["A valid integer is required."]
     number = msgspec.convert(value, int, strict=False)
     if kind.ge is not None and number < kind.ge:
@@ -167,10 +175,10 @@ def _dict_errors(rules: _Rules, name: str, kind: mi.DictType, value: Any) -> Err
     return {k: problem for k, problem in items.items() if problem} or None
 
 
-def _nested_errors(kind: mi.StructType, value: Any) -> Errors | None:
+def _nested_errors(kind: mi.StructType, value: Any, strict: bool) -> Errors | None:
     if not isinstance(value, dict):
         return {"non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(value).__name__}."]}
-    errors = _struct_errors(kind, value)
+    errors = _struct_errors(kind, value, strict)
     if errors:
         return errors
     check = getattr(kind.cls, "cross_field_error", None)  # a nested body's own rule across fields
@@ -178,9 +186,9 @@ def _nested_errors(kind: mi.StructType, value: Any) -> Errors | None:
     return {"non_field_errors": [problem]} if problem else None
 
 
-def _convertible(value: Any, kind: type[Any]) -> bool:
+def _convertible(value: Any, kind: type[Any], strict: bool = False) -> bool:
     try:
-        msgspec.convert(value, kind, strict=False)
+        msgspec.convert(value, kind, strict=strict)
     except msgspec.ValidationError:
         return False
     return True

@@ -3,9 +3,10 @@
 A worker's polls are the other half of its calls. As async Django views each paid for
 Django's request handling (the handler, the middleware, URL resolution, request and
 response objects): about a millisecond a poll, a tenth of a workflow's frontend CPU. Here
-a poll is what it always was, in the same order: the method (405), the path (400), the
-body read by the same vetting as every JSON body (:func:`chronicle.api.parse_json_body`:
-413, malformed JSON, NUL, nesting), the key and the tenancy gate with the worker role and
+a poll is what it always was, in the same order: the method (405), the body decoded by
+its struct :class:`PollRequest` with the same vetting as every lane body
+(:func:`chronicle.lane.decode_body`: 413, malformed JSON, NUL, nesting, each field of its
+type and length, none unknown), the path (400), the key and the tenancy gate with the worker role and
 the rate (401/404/403/429), then the claim (:func:`matching.dispatch.poll_batch`) and, if
 nothing is there, a wait on the process's wake-ups with a safety re-check, to the caller's
 timeout capped by the server's. The answer is one task, ``{"tasks": [...]}`` when the
@@ -22,28 +23,26 @@ from __future__ import annotations
 import asyncio
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from chronicle.api import parse_json_body
+import msgspec
+
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
-from chronicle.errors import UNKNOWN_FIELD, ChronicleError, ErrorCode, invalid_fields
-from chronicle.lane import Call, Reply, encode, require_method
+from chronicle.errors import ChronicleError, ErrorCode
+from chronicle.lane import UNSET, Body, Call, Reply, Seconds, decode_body, encode, require_method
 from chronicle.lane_asgi import Handler, Trips, waiting
 from history.kernel.versioning import WorkerVersionStamp, dispatch_build_id
 from history.kernel.wakeups import task_wakeup_key
 from history.models import TaskKind
 from matching.dispatch import MAX_TASKS_PER_POLL, DispatchThrottled, known_unlimited, poll_batch
+from matching.lane_bodies import WorkerVersion
 from matching.longpoll import Wakeup, hub
 from matching.sync_match import HANDOFF_SECONDS, WaitingPoll, waiting_polls
 from namespaces.auth import access_namespace, api_key_from_header
 from namespaces.models import Namespace
 
 NO_TASK = Reply(204, b"")
-# The fields of a poll's body and of its worker_version_capabilities (the schema's
-# ``PollRequest``, :mod:`matching.lane_schema`): any other is refused, as on every route.
-POLL_FIELDS = frozenset({"identity", "timeout", "worker_version_capabilities", "max_tasks"})
-VERSION_FIELDS = frozenset({"build_id", "use_versioning"})
 # A queue's name as the task rows hold it (the column's width).
 MAX_TASK_QUEUE_LENGTH = 1000
 # A poll with less time left than this is not offered to starts: the task could miss it.
@@ -63,6 +62,39 @@ POLL_ENDPOINTS = [
 ]
 
 
+class PollRequest(Body, kw_only=True):
+    """The body of a long-poll for a workflow or activity task."""
+
+    # One description: this struct decodes and checks the body, and the schema's
+    # ``PollRequest`` is generated from it (:mod:`matching.lane_schema`). A field it lacks,
+    # a value not of its type, an identity past its length: each a 400, nothing claimed.
+    blank_allowed: ClassVar[frozenset[str]] = frozenset({"identity"})
+    identity: Annotated[str, msgspec.Meta(max_length=1000, description="the worker's identity")] = ""
+    timeout: Annotated[
+        Seconds, msgspec.Meta(description="seconds to wait, capped by the server's poll timeout (0: that)")
+    ] = 0.0
+    # null is "no build", as for the token calls' worker_version_stamp.
+    worker_version_capabilities: Annotated[
+        WorkerVersion | None,
+        msgspec.Meta(
+            description="the worker's build (null: none); with use_versioning it takes only tasks "
+            "of runs pinned to it"
+        ),
+    ] = None
+    max_tasks: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=1,
+                le=MAX_TASKS_PER_POLL,
+                description="take up to this many tasks (the worker's free slots); the answer is then "
+                "{tasks: [...]}, the first waited for, the rest those visible at once",
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = UNSET
+
+
 @dataclass(frozen=True)
 class Poll:
     """One poll as its body asked for it."""
@@ -77,27 +109,22 @@ class Poll:
 
     @classmethod
     def read(cls, call: Call, kind: str) -> Poll:
-        body = parse_json_body(call.body)
-        _refuse_unknown_fields(body)
+        body = decode_body(call.body, PollRequest)
         if len(call.params["task_queue"]) > MAX_TASK_QUEUE_LENGTH:
             message = f"the task queue's name is longer than {MAX_TASK_QUEUE_LENGTH} characters"
             raise ChronicleError(ErrorCode.INVALID_ARGUMENT, message)
-        try:
-            batch = "max_tasks" in body
-            settings = engine_settings()
-            return cls(
-                kind=kind,
-                task_queue=call.params["task_queue"],
-                identity=str(body.get("identity") or "")[:1000],
-                worker_version=WorkerVersionStamp.from_wire(body.get("worker_version_capabilities")),
-                max_tasks=_max_tasks(body.get("max_tasks")) if batch else 1,
-                batch=batch,
-                timeout=min(
-                    float(body.get("timeout") or settings.poll_timeout_seconds), settings.poll_timeout_seconds
-                ),
-            )
-        except (TypeError, ValueError) as exc:
-            raise ChronicleError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
+        limit = engine_settings().poll_timeout_seconds
+        version = body.worker_version_capabilities
+        asked = body.max_tasks  # absent: UNSET, None once decoded
+        return cls(
+            kind=kind,
+            task_queue=call.params["task_queue"],
+            identity=body.identity,
+            worker_version=version.stamp() if version is not None else None,
+            max_tasks=asked if isinstance(asked, int) else 1,
+            batch=isinstance(asked, int),
+            timeout=min(body.timeout or limit, limit),
+        )
 
     def claim(self, namespace: Namespace) -> list[dict[str, Any]]:
         """Take what is there for this poll (nothing while the queue's dispatch is throttled,
@@ -109,29 +136,6 @@ class Poll:
         if not tasks:
             return NO_TASK
         return Reply(200, encode({"tasks": tasks} if self.batch else tasks[0]))
-
-
-def _refuse_unknown_fields(body: Any) -> None:
-    """A misspelt poll option (``identty``, ``max_task``) is refused, not ignored."""
-    if not isinstance(body, dict):
-        return  # not an object: the fields' own reads refuse it
-    fields: dict[str, Any] = {name: [UNKNOWN_FIELD] for name in body if name not in POLL_FIELDS}
-    version = body.get("worker_version_capabilities")
-    if isinstance(version, dict):
-        nested = {name: [UNKNOWN_FIELD] for name in version if name not in VERSION_FIELDS}
-        if nested:
-            fields["worker_version_capabilities"] = nested
-    if fields:
-        raise invalid_fields(fields)
-
-
-def _max_tasks(value: Any) -> int:
-    """A poll's ``max_tasks``: how many tasks the worker has free slots for (1 to 32)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TASKS_PER_POLL:
-        raise ChronicleError(
-            ErrorCode.INVALID_ARGUMENT, f"max_tasks must be an integer from 1 to {MAX_TASKS_PER_POLL}"
-        )
-    return int(value)
 
 
 def _admit(call: Call) -> tuple[Namespace, str]:

@@ -15,10 +15,9 @@ from typing import Any
 from chronicle import lane_schema as described
 from chronicle.openapi import ERROR_STATUSES
 from matching import schemas
-from matching.dispatch import MAX_TASKS_PER_POLL
 from matching.lane import ENDPOINTS
 from matching.lane_batch import ReportBatch, ReportBatchAnswer
-from matching.lane_polls import POLL_ENDPOINTS, POLL_FIELDS, VERSION_FIELDS
+from matching.lane_polls import POLL_ENDPOINTS, PollRequest
 
 QUEUE_PATH = "/api/v1/namespaces/{namespace}/task-queues/{task_queue}/"
 _RESPONSES: dict[str, type[Any]] = {
@@ -26,34 +25,6 @@ _RESPONSES: dict[str, type[Any]] = {
     "HeartbeatResponse": schemas.HeartbeatResponseSerializer,
     "ActivityTaskReported": schemas.ActivityTaskReportedSerializer,
 }
-POLL_REQUEST_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "The body of a long-poll for a workflow or activity task.",
-    "properties": {
-        "identity": {"type": "string", "maxLength": 1000, "description": "the worker's identity"},
-        "timeout": {"type": "number", "description": "seconds to wait, capped by the server's poll timeout"},
-        "worker_version_capabilities": {
-            "type": "object",
-            "description": "the worker's build; with use_versioning it takes only tasks of runs pinned to it",
-            "properties": {
-                "build_id": {"type": "string", "maxLength": 255},
-                "use_versioning": {"type": "boolean", "default": False},
-            },
-            "additionalProperties": False,
-        },
-        "max_tasks": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_TASKS_PER_POLL,
-            "description": "take up to this many tasks (the worker's free slots); the answer is then "
-            "{tasks: [...]}, the first waited for, the rest those visible at once",
-        },
-    },
-    "additionalProperties": False,
-}
-# The description and the poll's check of its fields are one list.
-assert set(POLL_REQUEST_SCHEMA["properties"]) == POLL_FIELDS
-assert set(POLL_REQUEST_SCHEMA["properties"]["worker_version_capabilities"]["properties"]) == VERSION_FIELDS
 
 
 def add_lane_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
@@ -80,8 +51,8 @@ def add_lane_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) ->
 
 def add_async_endpoints_to_schema(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
     """Add the async long-poll endpoints, which DRF cannot introspect, to the schema."""
-    components = result.setdefault("components", {}).setdefault("schemas", {})
-    components["PollRequest"] = POLL_REQUEST_SCHEMA
+    described.add_components(result, described.request_components([PollRequest]))
+    components = result["components"]["schemas"]
     for needed in ("WorkflowTask", "ActivityTask", "Error"):
         if needed not in components:
             raise LookupError(f"the schema lacks the {needed!r} component the poll endpoints use")
