@@ -147,7 +147,15 @@ def unknown_fields(serializer: Any, data: Any) -> dict[str, Any]:
 
 
 class StrictCharField(serializers.CharField):
-    """A CharField that refuses numbers and booleans instead of coercing them to text."""
+    """A CharField that refuses numbers and booleans instead of coercing them to text, and
+    text longer than ``max_length`` as sent: DRF measures it once trimmed, so a value the
+    schema's ``maxLength`` calls too long was taken when its excess was whitespace (the lean
+    lane's structs measure it as sent too)."""
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if isinstance(data, str) and self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
+        return super().run_validation(data)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):

@@ -126,6 +126,27 @@ def close_request_bodies(result: dict[str, Any], generator: Any, **kwargs: Any) 
     return result
 
 
+def empty_query_values(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
+    """Mark every optional query parameter but a list ``allowEmptyValue`` (a postprocessing
+    hook, after the lean lane's): the API reads ``name=`` as ``name`` left out. That is DRF's
+    rule for a serializer reading a query string (``Field.get_value``), the lean lane's
+    query reads keep it (``executions.lane_bodies.history_params``), and it is Temporal's
+    for an empty ``run_id`` (the latest run). A list's empty value is one empty item, which
+    its items' own rule judges, so a list is left as it is."""
+    for path in result.get("paths", {}).values():
+        for op in path.values():
+            if not isinstance(op, dict):
+                continue
+            for parameter in op.get("parameters", []):
+                if (
+                    parameter.get("in") == "query"
+                    and not parameter.get("required")
+                    and parameter.get("schema", {}).get("type") != "array"
+                ):
+                    parameter["allowEmptyValue"] = True
+    return result
+
+
 def _refs(node: Any) -> Iterator[str]:
     """The component names ``node`` refers to."""
     if isinstance(node, dict):

@@ -215,6 +215,7 @@ SPECTACULAR_SETTINGS = {
         "executions.lane_schema.add_lane_to_schema",
         "matching.lane_schema.add_async_endpoints_to_schema",
         "chronicle.openapi.close_request_bodies",
+        "chronicle.openapi.empty_query_values",
     ],
 }
 
