@@ -42,6 +42,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))
 sys.path.insert(0, str(BENCH_DIR))
 
+from proc_cpu import CpuSnapshot, backend_pids, cpu_by_pid, process_tree  # noqa: E402
 from run_bench import free_port, prepare_database, python_exe  # noqa: E402
 from sdk_bench import scratch_database  # noqa: E402
 from sdk_bench_workloads import pct  # noqa: E402
@@ -146,9 +147,24 @@ class Load:
 
 @dataclass
 class Samples:
-    """Memory of every process every few seconds: (seconds since start, {name: RSS MB})."""
+    """Memory of every process every few seconds, (seconds since start, {name: RSS MB}),
+    and the CPU seconds each process (the stack's, its PostgreSQL backends', this one's)
+    had used when first and last seen: a process started during the soak (a restart after
+    a fault, a new connection) counts from 0. A killed process's last seconds before its
+    kill are missed: at most one sampling interval's worth each."""
 
     rows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    cpu_first: CpuSnapshot = field(default_factory=dict)
+    cpu_last: CpuSnapshot = field(default_factory=dict)
+
+    def note_cpu(self, snapshot: CpuSnapshot) -> None:
+        baseline = not self.cpu_first
+        for pid, seconds in snapshot.items():
+            self.cpu_first.setdefault(pid, seconds if baseline else 0.0)
+            self.cpu_last[pid] = seconds
+
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_last[pid] - first for pid, first in self.cpu_first.items())
 
     def summary(self) -> dict[str, dict[str, float]]:
         names = sorted({name for _, rss in self.rows for name in rss})
@@ -159,9 +175,15 @@ class Samples:
         return out
 
 
-async def sample(stack: ProcessGroup, samples: Samples, stop: asyncio.Event, began: float) -> None:
-    while not stop.is_set():
+async def sample(
+    stack: ProcessGroup, dburl: str, samples: Samples, stop: asyncio.Event, began: float
+) -> None:
+    while True:
         samples.rows.append((time.time() - began, memory_by_process(stack)))
+        pids = process_tree({p.pid for p in stack.processes.values()}) | {os.getpid()}
+        samples.note_cpu(cpu_by_pid(pids | await asyncio.to_thread(backend_pids, dburl)))
+        if stop.is_set():
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), SAMPLE_EVERY)
 
@@ -173,16 +195,18 @@ async def drive(
     ledger = Ledger()
     load = Load(client, options, ledger)
     faults = Faults(stack, url, dburl, random.Random(options.seed))
-    samples, stop = Samples(), asyncio.Event()
-    sampler = asyncio.create_task(sample(stack, samples, stop, load.began))
+    samples, stop, drained = Samples(), asyncio.Event(), asyncio.Event()
+    sampler = asyncio.create_task(sample(stack, dburl, samples, drained, load.began))
     nemesis = asyncio.create_task(faults.run(options.fault_every, stop))
     plan = f"{options.starts_per_s:g} starts/s for {options.minutes:g} min"
     log(f"load: {plan}, a fault every {options.fault_every:g} s")
     await load.run(options.minutes * 60)
     stop.set()
-    await asyncio.gather(sampler, nemesis)
+    await nemesis
     log(f"load done: {len(ledger.starts)} starts, {len(ledger.signals)} signals; draining")
     totals = await asyncio.to_thread(check_runs, dburl, ledger.starts, ledger.signals, options.drain)
+    drained.set()  # the CPU the drain took counts: it is work the load asked for
+    await sampler
     await client.close()
     return report(options, ledger, totals, samples, faults, dburl)
 
@@ -223,6 +247,7 @@ def report(
         "checks": totals.as_dict(),
         "faults": faults.stats,
         "memory_mb": samples.summary(),
+        "cpu_ms_per_workflow": samples.cpu_seconds() * 1000.0 / max(1, totals.runs),
     }
 
 
@@ -238,6 +263,12 @@ def table(figures: dict[str, Any]) -> str:
             f"{'-' if p50 is None else f'{p50:.0f} ms':>12}  {'-' if p99 is None else f'{p99:.0f} ms':>12}"
         )
     lines.append(f"held back (past the in-flight cap): {figures['held_back']}")
+    cpu_ms = figures["cpu_ms_per_workflow"]
+    ceiling = (os.cpu_count() or 1) * 1000.0 / cpu_ms if cpu_ms else 0.0
+    lines.append(
+        f"CPU per workflow, every process (its signals and sleep included): {cpu_ms:.1f} ms,"
+        f" so at most {ceiling:.0f} workflows/s on {os.cpu_count()} cores"
+    )
     lines.append(
         f"outcomes: starts {figures['outcomes']['starts']}, signals {figures['outcomes']['signals']}"
     )
