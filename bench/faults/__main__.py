@@ -21,8 +21,9 @@ from sdk.client import Client
 
 from .checker import Totals, check
 from .load import Ledger, Load
-from .nemesis import TITLES, FaultStats, Nemesis, RangeSampler
+from .nemesis import FAULTS, TITLES, FaultStats, Nemesis, RangeSampler
 from .stack import (
+    FAKETIME_LIB,
     NAMESPACE,
     Cluster,
     Stack,
@@ -72,7 +73,7 @@ async def drive(stack: Stack, cluster: Cluster | None, options: argparse.Namespa
         await asyncio.sleep(options.load_seconds)
         stop.set()
     else:
-        nemesis = Nemesis(stack, client, cluster, random.Random(rng.random()))
+        nemesis = Nemesis(stack, client, cluster, random.Random(rng.random()), load, options.only)
         log(f"nemesis: {options.rounds} round(s) of {', '.join(nemesis.kinds())}")
         await nemesis.run(options.rounds, stop)
         outcome.faults = nemesis.stats
@@ -102,7 +103,8 @@ def run_once(options: argparse.Namespace) -> Outcome:
     cluster: Cluster | None = Cluster(run_dir / "cluster") if use_private else None
     outcome = Outcome(options.seed, "private" if cluster else "shared")
     if cluster is None:
-        outcome.skipped.append(f"pg_restart: no throwaway cluster ({reason or 'shared server asked for'})")
+        why = reason or "shared server asked for"
+        outcome.skipped.append(f"pg_restart, conn_exhaust: no throwaway cluster ({why})")
     server = cluster.url if cluster else options.server
     name = run_name(options.seed)
     stack: Stack | None = None
@@ -111,7 +113,10 @@ def run_once(options: argparse.Namespace) -> Outcome:
             cluster.create()
         log(f"{'planted-bug' if options.planted else 'fault'} run in {run_dir}, database {name}")
         db_url = create_database(server, name)
-        stack = Stack(db_url, run_dir, planted_bug=PLANTED_RATE if options.planted else 0.0)
+        fake_clock = options.clock and not options.planted
+        stack = Stack(
+            db_url, run_dir, planted_bug=PLANTED_RATE if options.planted else 0.0, fake_clock=fake_clock
+        )
         stack.start()
         asyncio.run(drive(stack, cluster, options, outcome))
     finally:
@@ -146,6 +151,8 @@ def table(fault_run: Outcome | None, planted: Outcome | None) -> str:
         lines += [f"{'fault':<40} {'injected':>8} {'survived':>8}"]
         for name, stats in fault_run.faults.items():
             lines.append(f"{TITLES[name]:<40} {stats.injected:>8} {stats.survived:>8}")
+            if stats.worst:
+                lines.append("  worst: " + ", ".join(f"{k} {v:g}" for k, v in stats.worst.items()))
             lines += [f"  {note}" for note in sorted(set(stats.notes))[:5]]
         lines += [f"skipped: {s}" for s in fault_run.skipped]
         lines += [f"process exited by itself (restarted): {e}" for e in fault_run.exits]
@@ -170,6 +177,12 @@ def table(fault_run: Outcome | None, planted: Outcome | None) -> str:
             (
                 "range_id samples",
                 f"{t.range_samples} ({t.range_bumps} takeovers seen, {t.range_regressions} regressions)",
+            ),
+            ("event times going back", t.time_regressions),
+            ("signals out of acknowledgement order", t.order_errors),
+            (
+                "nondeterminism failures",
+                f"{t.nondeterminism_failures} in the deploy's runs, {t.nondeterminism_unexpected} elsewhere",
             ),
             ("runs stuck after drain", t.stuck),
         ]
@@ -200,11 +213,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--planted-bug", dest="only_planted", action="store_true", help="only the planted-bug run"
     )
     mode.add_argument("--no-planted-bug", dest="skip_planted", action="store_true")
+    parser.add_argument(
+        "--only",
+        type=lambda v: [k for k in v.split(",") if k],
+        default=None,
+        help=f"inject only these faults (comma-separated: {','.join(FAULTS)})",
+    )
+    parser.add_argument(
+        "--clock",
+        action="store_true",
+        help="run one shard owner under libfaketime and add the clock_jump fault (apt-get install faketime)",
+    )
     parser.add_argument("--load-seconds", type=float, default=20.0, help="planted-bug run's load")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the run directory")
     options = parser.parse_args(argv)
     options.planted = False
+    if options.clock and not FAKETIME_LIB.exists():
+        parser.error(f"--clock needs libfaketime at {FAKETIME_LIB} (apt-get install faketime)")
     return options
 
 

@@ -13,7 +13,12 @@ run's history) and checks, Jepsen-style:
 * unknown operations are resolved as applied once or not applied, and counted;
 * event ids are exactly 1..N, event 1 is ``WorkflowExecutionStarted``, a closed run's
   last event closes it;
-* every closed run replays through the SDK's ``Replayer`` without nondeterminism;
+* every closed run replays through the SDK's ``Replayer`` without nondeterminism (a
+  workflow task the bad deploy failed for nondeterminism is counted, and allowed only in
+  the deploy's own runs: those completed on the good code, which replays them);
+* a history's event times never go backwards;
+* signals on one run are recorded in acknowledgement order: one acknowledged before
+  another was sent has the lower event id;
 * every user timer of a completed run was fired (or cancelled) exactly once, every
   activity closed exactly once;
 * shard ``range_id`` never went down while sampled (:class:`~bench.faults.nemesis.RangeSampler`);
@@ -30,6 +35,7 @@ import asyncio
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +45,7 @@ from sdk.converter import DataConverter
 from sdk.worker import Replayer
 
 from .load import Ledger, Op
-from .workflows import FINISH_SIGNAL, TOKEN_SIGNAL, WORKFLOWS
+from .workflows import BLOB_SIGNAL, FINISH_SIGNAL, TOKEN_SIGNAL, WORKFLOWS
 
 CLOSES_ACTIVITY = {
     "ActivityTaskCompleted",
@@ -48,6 +54,8 @@ CLOSES_ACTIVITY = {
     "ActivityTaskCanceled",
 }
 CLOSES_TIMER = {"TimerFired", "TimerCanceled"}
+NONDETERMINISM = "WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR"
+DEPLOY_RUNS = "-deploy-"  # in the id of every run the nondeterministic-deploy fault starts
 CLOSES_RUN = {
     "WorkflowExecutionCompleted",
     "WorkflowExecutionFailed",
@@ -83,6 +91,10 @@ class Totals:
     range_bumps: int = 0
     range_regressions: int = 0
     stuck: int = 0
+    time_regressions: int = 0
+    order_errors: int = 0
+    nondeterminism_failures: int = 0  # in the deploy's runs, where they are the point
+    nondeterminism_unexpected: int = 0
     anomalies: list[str] = field(default_factory=list)
     by_phase: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -103,6 +115,9 @@ class Totals:
             or self.activity_errors
             or self.range_regressions
             or self.stuck
+            or self.time_regressions
+            or self.order_errors
+            or self.nondeterminism_unexpected
         )
 
     def flag(self, counter: str, message: str) -> None:
@@ -152,6 +167,21 @@ def check_shape(run: Run, totals: Totals) -> None:
     closes = [i for i, e in enumerate(run.events) if e["event_type"] in CLOSES_RUN]
     if run.status != "RUNNING" and closes != [len(run.events) - 1]:
         totals.flag("gap_errors", f"{run.workflow_id}/{run.run_id}: close events at {closes}")
+    stamps = [datetime.fromisoformat(str(e["event_time"])) for e in run.events if e.get("event_time")]
+    backwards = [i + 1 for i in range(1, len(stamps)) if stamps[i] < stamps[i - 1]]
+    if backwards:
+        totals.flag(
+            "time_regressions", f"{run.workflow_id}/{run.run_id}: event time back at ids {backwards[:5]}"
+        )
+    for failed in run.of("WorkflowTaskFailed"):
+        if failed["attributes"].get("cause") != NONDETERMINISM:
+            continue
+        if DEPLOY_RUNS in run.workflow_id:
+            totals.nondeterminism_failures += 1
+        else:
+            totals.flag(
+                "nondeterminism_unexpected", f"{run.workflow_id}/{run.run_id}: event {failed['event_id']}"
+            )
     completed = run.status == "COMPLETED"
     fired = Counter(str(e["attributes"].get("timer_id")) for e in run.of(*CLOSES_TIMER))
     for started in run.of("TimerStarted"):
@@ -219,14 +249,18 @@ def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, tota
         same_run = op.outcome != "ok" or op.run_id in {r.run_id for r in chain}
         resolve(op, bool(mine) and same_run, f"start {op.workflow_id} ({op.run_id})", totals)
     seen: Counter[str] = Counter()
+    placed: dict[str, tuple[str, int]] = {}  # token key -> (run id, event id) of its first event
     for run in runs:
         for event in run.of("WorkflowExecutionSignaled"):
             attributes = event["attributes"]
-            if attributes.get("signal_name") not in (TOKEN_SIGNAL, FINISH_SIGNAL):
+            if attributes.get("signal_name") not in (TOKEN_SIGNAL, FINISH_SIGNAL, BLOB_SIGNAL):
                 continue
             values = converter.from_payloads(attributes.get("input") or [])
-            seen[f"{run.workflow_id}|{values[0] if values else ''}"] += 1
+            key = f"{run.workflow_id}|{values[0] if values else ''}"
+            seen[key] += 1
+            placed.setdefault(key, (run.run_id, int(event["event_id"])))
     attempted: set[str] = set()
+    per_run: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
     for op in ledger.of("signal"):
         key = f"{op.workflow_id}|{op.key}"
         attempted.add(key)
@@ -236,8 +270,28 @@ def check_ledger(ledger: Ledger, runs: list[Run], converter: DataConverter, tota
             totals.count_phase(op.phase, "duplicated")
         totals.signals_accepted += op.outcome == "ok"
         resolve(op, count > 0, f"signal {op.key} to {op.workflow_id}", totals)
+        if op.outcome == "ok" and key in placed and op.sent:
+            run_id, event_id = placed[key]
+            per_run[run_id].append((event_id, op.sent, op.at))
     for key in seen.keys() - attempted:
         totals.flag("unexpected", f"signal {key} in a history, never attempted")
+    for run_id, signals in per_run.items():
+        if violations := order_violations(signals):
+            totals.flag(
+                "order_errors", f"run {run_id}: {violations} signal(s) before one acknowledged earlier"
+            )
+
+
+def order_violations(signals: list[tuple[int, float, float]]) -> int:
+    """How many of one run's acknowledged signals, ``(event id, sent, acknowledged)``, were
+    recorded before a signal whose acknowledgement came before they were even sent."""
+    violations = 0
+    earliest_ack_above = float("inf")  # over the signals with a higher event id
+    for _, sent, acknowledged in sorted(signals, reverse=True):
+        if earliest_ack_above < sent:
+            violations += 1
+        earliest_ack_above = min(earliest_ack_above, acknowledged)
+    return violations
 
 
 def count_executions(effects: Path, totals: Totals) -> None:

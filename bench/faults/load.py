@@ -34,6 +34,8 @@ WORK_SECONDS = 1.0
 # How long the drain keeps asking for a run whose start was never acknowledged and that
 # does not exist: a start that timed out may still be applied, late, but not this late.
 NOT_FOUND_GRACE = 15.0
+# The workflows that wait for a ``finish`` signal: the drain re-sends it to one still open.
+WAIT_FOR_FINISH = ("FaultsMixed", "FaultsEcho")
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Op:
     detail: str = ""
     phase: str = ""  # what the run was doing when the operation was invoked (a fault's name)
     at: float = 0.0  # when its outcome was recorded (epoch seconds)
+    sent: float = 0.0  # when it was invoked (epoch seconds): orders acknowledged signals
 
 
 class Ledger:
@@ -83,12 +86,12 @@ class Load:
         self.scripts: set[asyncio.Task[None]] = set()
         self.phase = ""  # given to each operation as it is invoked (a nemesis sets it)
 
-    async def start(self, workflow: str, wid: str, args: list[Any]) -> Op:
-        op = Op("start", wid, f"req-{wid}", phase=self.phase)
+    async def start(self, workflow: str, wid: str, args: list[Any], task_queue: str = TASK_QUEUE) -> Op:
+        op = Op("start", wid, f"req-{wid}", phase=self.phase, sent=time.time())
         self.ledger.started_types[wid] = workflow
         try:
             handle = await self.client.start_workflow(
-                workflow, args=args, id=wid, task_queue=TASK_QUEUE, request_id=op.key
+                workflow, args=args, id=wid, task_queue=task_queue, request_id=op.key
             )
             op.outcome, op.run_id = "ok", handle.run_id or ""
         except (RPCError, httpx.HTTPError, OSError) as exc:
@@ -96,12 +99,13 @@ class Load:
         self.ledger.record(op)
         return op
 
-    async def signal(self, wid: str, name: str) -> Op:
+    async def signal(self, wid: str, name: str, extra: tuple[Any, ...] = ()) -> Op:
+        """Send ``name`` to ``wid`` with a fresh token as its first argument (then ``extra``)."""
         self.counter += 1
         token = f"tok-{self.prefix}-{self.counter}-{self.rng.getrandbits(32):08x}"
-        op = Op("signal", wid, token, phase=self.phase)
+        op = Op("signal", wid, token, phase=self.phase, sent=time.time())
         try:
-            await self.client.get_workflow_handle(wid).signal(name, op.key)
+            await self.client.get_workflow_handle(wid).signal(name, args=[op.key, *extra])
             op.outcome = "ok"
         except (RPCError, httpx.HTTPError, OSError) as exc:
             op.outcome, op.detail = classify(exc), repr(exc)[:200]
@@ -171,7 +175,7 @@ class Load:
                 if status.name != "RUNNING":
                     continue
                 still.append(wid)
-                waiting = self.ledger.started_types.get(wid) == "FaultsMixed"
+                waiting = self.ledger.started_types.get(wid) in WAIT_FOR_FINISH
                 if waiting and loop.time() - nudged.get(wid, began) >= 10:
                     nudged[wid] = loop.time()
                     await self.signal(wid, FINISH_SIGNAL)

@@ -10,6 +10,7 @@ Pools stay small (``CHRONICLE_DB_POOL_MAX=4``): the shared server has 100 connec
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shutil
@@ -33,10 +34,19 @@ from chronicle.launcher import (
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "faults"
 TASK_QUEUE = "faults-q"
+# The bad deploy's queue: one worker of its own, restarted with the reordered FaultsMixed.
+DEPLOY_QUEUE = "faults-deploy-q"
+DEPLOY_WORKER = "faults-deploy-worker"
+# Each role's connections are named, so a fault can end one role's and count them.
+FRONTEND_APP = "faults-frontend"
 LEASE_SECONDS = 3.0
 OWNERS = ("faults-owner-a", "faults-owner-b")
 WORKERS = ("faults-worker-1", "faults-worker-2")
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
+# libfaketime (Debian's ``faketime`` package): preloaded in one shard owner when asked, its
+# offset read from a file on every call, so the nemesis can jump that process's clock.
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+CLOCK_OWNER = OWNERS[1]
 
 
 def free_port() -> int:
@@ -145,7 +155,9 @@ def prepare(env: dict[str, str]) -> str:
 class Stack:
     """The processes under test and the handles the nemesis needs on them."""
 
-    def __init__(self, db_url: str, run_dir: Path, *, planted_bug: float = 0.0) -> None:
+    def __init__(
+        self, db_url: str, run_dir: Path, *, planted_bug: float = 0.0, fake_clock: bool = False
+    ) -> None:
         self.db_url = db_url
         self.run_dir = run_dir
         self.port = free_port()
@@ -172,6 +184,9 @@ class Stack:
         self.effects = run_dir / "effects.jsonl"
         self.group = ProcessGroup([], env=env, log_dir=run_dir / "logs", grace_seconds=5)
         self.specs: dict[str, ProcessSpec] = {}
+        # The offset file of the shard owner run under libfaketime (None: real clocks only).
+        self.clock_file: Path | None = run_dir / "owner-clock" if fake_clock else None
+        self.clock_restarts = 0  # start-ups of the faked owner that failed (see until_up)
 
     def start(self) -> None:
         self.key = prepare(self.env)
@@ -182,14 +197,35 @@ class Stack:
             "TASK_QUEUE": TASK_QUEUE,
             "FAULTS_EFFECTS": str(self.effects),
         }
-        specs = [frontend_process(self.port), *(shard_owner_process(o) for o in OWNERS)]
+        frontend = frontend_process(self.port)
+        frontend = dataclasses.replace(
+            frontend, env={**frontend.env, "CHRONICLE_DB_APPLICATION_NAME": FRONTEND_APP}
+        )
+        owners = [shard_owner_process(o) for o in OWNERS]
+        owners = [
+            dataclasses.replace(o, env={**o.env, "CHRONICLE_DB_APPLICATION_NAME": n})
+            for o, n in zip(owners, OWNERS, strict=True)
+        ]
+        if self.clock_file is not None:
+            self.set_clock("+0")
+            faked = {
+                "LD_PRELOAD": str(FAKETIME_LIB),
+                "FAKETIME_TIMESTAMP_FILE": str(self.clock_file),
+                "FAKETIME_NO_CACHE": "1",
+            }
+            owners[1] = dataclasses.replace(owners[1], env={**owners[1].env, **faked})
+        specs = [frontend, *owners]
         specs += [
             ProcessSpec(w, [sys.executable, "-m", "bench.faults.workflows"], worker_env) for w in WORKERS
         ]
+        deploy_env = {**worker_env, "TASK_QUEUE": DEPLOY_QUEUE, "FAULTS_VARIANT": ""}
+        specs.append(ProcessSpec(DEPLOY_WORKER, [sys.executable, "-m", "bench.faults.workflows"], deploy_env))
         for spec in specs:
             self.specs[spec.name] = spec
             self.group.add(spec)
         self.group.wait_http(self.url, timeout=60)
+        if self.clock_file is not None:
+            self.until_up(self.process_name(CLOCK_OWNER))
 
     def pid(self, name: str) -> int:
         return self.group.processes[self.process_name(name)].pid
@@ -204,6 +240,37 @@ class Stack:
         name = self.process_name(name)
         self.group.processes[name].wait(timeout=30)
         self.group.add(self.specs[name])
+        if self.clock_file is not None and name == self.process_name(CLOCK_OWNER):
+            self.until_up(name)
+
+    def until_up(self, name: str, attempts: int = 10) -> None:
+        """Start the faked owner again until it passes its start-up check. Under libfaketime
+        psycopg's connect with a short ``connect_timeout`` often fails at once ("connection
+        timeout expired": the faked monotonic clock reads as the epoch), and the daemon's
+        reachability check at start uses one: a harness limit, not the fault under test."""
+        for _ in range(attempts):
+            time.sleep(3.0)
+            if self.group.processes[name].poll() is None:
+                return
+            self.clock_restarts += 1
+            self.group.add(self.specs[name])
+
+    def set_clock(self, offset: str) -> None:
+        """Move the faked owner's clock (wall and monotonic) to real time plus ``offset``,
+        libfaketime's relative form (``+20s``, ``-5s``), from its next reading on."""
+        assert self.clock_file is not None
+        self.clock_file.write_text(f"{offset}\n")
+
+    def redeploy(self, variant: str) -> None:
+        """Replace the deploy queue's worker by one running ``variant`` of the workflows (a
+        deploy: the old process is killed, its cache and sticky queue gone with it)."""
+        process = self.group.processes[DEPLOY_WORKER]
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+        spec = self.specs[DEPLOY_WORKER]
+        self.specs[DEPLOY_WORKER] = dataclasses.replace(spec, env={**spec.env, "FAULTS_VARIANT": variant})
+        self.group.add(self.specs[DEPLOY_WORKER])
 
     def frontend_workers(self) -> list[int]:
         """Gunicorn's worker pids: the children of the recorded master."""

@@ -1,5 +1,7 @@
-"""The fault harness's quick variant: one round of every fault loses nothing, and the
-checker catches the planted bug (a signal answered 2xx, then rolled back).
+"""The fault harness's quick variant: one round of every fault (processes killed and
+paused, the database cut, restarted and filled, LISTEN dropped, poison activities, a bad
+deploy, a signal storm, payloads at the limit) loses nothing, and the checker catches the
+planted bug (a signal answered 2xx, then rolled back).
 
 Each test runs ``python -m bench.faults`` as a command, with a stack and a database of
 its own (a throwaway PostgreSQL cluster when run as root), and reads its JSON figures.
@@ -49,6 +51,12 @@ def test_one_round_of_every_fault_loses_nothing(tmp_path: Path) -> None:
     assert (totals["lost"], totals["duplicated"], totals["unexpected"]) == (0, 0, 0), totals["anomalies"]
     assert totals["replay_failures"] == 0 and totals["replayed"] >= totals["starts_accepted"]
     assert totals["timers_checked"] > 0 and totals["range_regressions"] == 0 and totals["stuck"] == 0
+    assert (totals["time_regressions"], totals["order_errors"], totals["nondeterminism_unexpected"]) == (
+        0,
+        0,
+        0,
+    )
+    assert totals["nondeterminism_failures"] >= 1  # the bad deploy's, each run completed afterwards
     assert run["passed"], totals["anomalies"]
     assert all(stats["injected"] >= 1 for stats in run["faults"].values()), run["faults"]
 
