@@ -352,11 +352,12 @@ CUT_TABLE=chr_cut
 cmd_cut() {
 	local host=$1 peer ports=()
 	shift
-	command -v nft >/dev/null || die "cut needs nftables (apt-get install nftables)"
+	# The arguments first, then the tools: a misnamed peer is the caller's to fix either way.
 	for peer in "$@"; do
 		host_ip "$peer" >/dev/null || die "cut HOST [PEER...]: $peer is not one of the cluster's hosts"
 		ports+=("\"chrv-$peer\"")
 	done
+	command -v nft >/dev/null || die "cut needs nftables (apt-get install nftables)"
 	local spec="table bridge $CUT_TABLE {
 		chain forward { type filter hook forward priority 0; policy accept; }
 		chain input { type filter hook input priority 0; policy accept; }
