@@ -61,10 +61,13 @@ def loads(raw: bytes | str) -> Any:
 
 
 def parse_json_body(raw: bytes) -> Any:
-    """Decode and vet a request body; raise ChronicleError on anything unusable."""
+    """Decode and vet a request body; raise ChronicleError on anything unusable.
+
+    Only an empty body means no fields: one of whitespace alone is no JSON document, so it
+    is malformed like any other."""
     if len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         raise ChronicleError(ErrorCode.PAYLOAD_TOO_LARGE, "request body too large")
-    if not raw.strip():
+    if not raw:
         return {}
     try:
         value = loads(raw)

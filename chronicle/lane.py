@@ -151,7 +151,7 @@ def decode_body(raw: bytes, struct: type[B]) -> B:
     """
     if len(raw) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         raise ChronicleError(ErrorCode.PAYLOAD_TOO_LARGE, "request body too large")
-    if raw.strip() and not _may_need_the_walk(raw):
+    if raw and not _may_need_the_walk(raw):
         decoder = _DECODERS.get(struct)
         if decoder is None:
             decoder = _DECODERS[struct] = msgspec.json.Decoder(struct)

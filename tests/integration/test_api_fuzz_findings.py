@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 
 from executions.models import BatchJob, BatchState
-from history.models import Task, TaskKind, WorkflowExecution
+from history.models import HistoryEvent, Task, TaskKind, WorkflowExecution
 from namespaces.models import Namespace, Role, TaskQueueLimit
 from tests.asgi_client import AsgiResponse, asgi_request
 from tests.factories import ApiKeyFactory, ExecutionFactory, NamespaceFactory
@@ -274,3 +274,32 @@ def test_a_terminate_with_a_reason_past_its_length_is_refused_and_terminates_not
     assert "reason" in answer.json()["details"]["fields"]
     run.refresh_from_db()
     assert run.status == "Running"
+
+
+# Only an empty body means no fields: whitespace alone is no JSON document.
+
+
+@pytest.mark.parametrize("raw", ["\t", "\x0c", " \n"])
+def test_a_body_of_whitespace_alone_is_malformed_and_cancels_nothing(tenant: Namespace, raw: str) -> None:
+    run = ExecutionFactory(namespace=tenant, workflow_id="w")
+    authorization = ApiKeyFactory(namespace=tenant, roles=[Role.CLIENT]).authorization
+    url = NS.format(ns=tenant.name) + "/workflows/w/cancel"
+    answer = Client(HTTP_AUTHORIZATION=authorization).post(url, raw, content_type="application/json")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["code"] == "malformed_request"
+    assert not HistoryEvent.objects.filter(run=run, event_type="WorkflowExecutionCancelRequested").exists()
+    empty = Client(HTTP_AUTHORIZATION=authorization).post(url, "", content_type="application/json")
+    assert empty.status_code == 200, empty.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lane_body_of_whitespace_alone_is_malformed(tenant: Namespace) -> None:
+    ExecutionFactory(namespace=tenant, workflow_id="w")
+    answer = lane(tenant, "POST", "/workflows/w/signal", None)
+    assert answer.status_code == 400  # no signal_name: the empty body is no fields
+    authorization = ApiKeyFactory(namespace=tenant, roles=[Role.CLIENT]).authorization
+    blank = asgi_request(
+        "POST", NS.format(ns=tenant.name) + "/workflows/w/signal", "\t", authorization=authorization
+    )
+    assert blank.status_code == 400, blank.content
+    assert blank.json()["code"] == "malformed_request"
