@@ -207,14 +207,16 @@ class Stack:
             for o, n in zip(owners, OWNERS, strict=True)
         ]
         if self.clock_file is not None:
-            self.set_clock("+0")
+            self.set_clock("+0s")
             faked = {
                 "LD_PRELOAD": str(FAKETIME_LIB),
                 "FAKETIME_TIMESTAMP_FILE": str(self.clock_file),
                 "FAKETIME_NO_CACHE": "1",
             }
             owners[1] = dataclasses.replace(owners[1], env={**owners[1].env, **faked})
-        specs = [frontend, *owners]
+        # The faked owner starts once the rest is up (its start may need retries: until_up).
+        later = owners[1:] if self.clock_file is not None else []
+        specs = [frontend, *(o for o in owners if o not in later)]
         specs += [
             ProcessSpec(w, [sys.executable, "-m", "bench.faults.workflows"], worker_env) for w in WORKERS
         ]
@@ -224,8 +226,10 @@ class Stack:
             self.specs[spec.name] = spec
             self.group.add(spec)
         self.group.wait_http(self.url, timeout=60)
-        if self.clock_file is not None:
-            self.until_up(self.process_name(CLOCK_OWNER))
+        for spec in later:
+            self.specs[spec.name] = spec
+            self.group.add(spec)
+            self.until_up(spec.name)
 
     def pid(self, name: str) -> int:
         return self.group.processes[self.process_name(name)].pid
