@@ -152,7 +152,7 @@ def table(fault_run: Outcome | None, planted: Outcome | None) -> str:
         for name, stats in fault_run.faults.items():
             lines.append(f"{TITLES[name]:<40} {stats.injected:>8} {stats.survived:>8}")
             if stats.worst:
-                lines.append("  worst: " + ", ".join(f"{k} {v:g}" for k, v in stats.worst.items()))
+                lines.append("  worst: " + ", ".join(f"{k} {v:.10g}" for k, v in stats.worst.items()))
             lines += [f"  {note}" for note in sorted(set(stats.notes))[:5]]
         lines += [f"skipped: {s}" for s in fault_run.skipped]
         lines += [f"process exited by itself (restarted): {e}" for e in fault_run.exits]

@@ -80,7 +80,7 @@ class ClockFaults(NemesisBase):
                 stats.notes.append("a timer fires early when its owner's clock is ahead")
         times = [datetime.fromisoformat(e["event_time"]) for e in events]
         back = max([(a - b).total_seconds() for a, b in pairwise(times)] + [0.0])
-        stats.figure("event time back s", back)
+        stats.figure("probe event time back s", back)
         if back > 0:
             stats.notes.append("event times go back in a history the owner ahead in time wrote to")
         return ok
