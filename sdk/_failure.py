@@ -133,11 +133,21 @@ def failure_to_exception(
     return exc
 
 
-def _retry_state(value: Any) -> RetryState | None:
+def retry_state_from_wire(value: Any) -> RetryState | None:
+    """An event's or failure's ``retry_state`` (``RETRY_STATE_...``); None when absent or unknown."""
     try:
         return RetryState(value) if value else None
     except ValueError:
         return None
+
+
+def timeout_type_from_wire(value: Any) -> TimeoutType | None:
+    """A timeout failure's ``timeout_type``: the history records it bare (``START_TO_CLOSE``),
+    Temporal's JSON with its prefix (``TIMEOUT_TYPE_START_TO_CLOSE``); both name one type."""
+    if not isinstance(value, str) or not value:
+        return None
+    name = value if value.startswith("TIMEOUT_TYPE_") else f"TIMEOUT_TYPE_{value}"
+    return TimeoutType(name) if name in TimeoutType._value2member_map_ else None
 
 
 def _exception_for(failure: dict[str, Any], converter: DataConverter) -> FailureError:
@@ -154,10 +164,9 @@ def _exception_for(failure: dict[str, Any], converter: DataConverter) -> Failure
     if (info := failure.get("canceled_failure_info")) is not None:
         return CancelledError(message, *converter.from_payloads(info.get("details")))
     if (info := failure.get("timeout_failure_info")) is not None:
-        kind = info.get("timeout_type")
         return TimeoutError(
             message,
-            type=TimeoutType(kind) if kind in TimeoutType._value2member_map_ else None,
+            type=timeout_type_from_wire(info.get("timeout_type")),
             last_heartbeat_details=converter.from_payloads(info.get("last_heartbeat_details")),
         )
     if failure.get("terminated_failure_info") is not None:
@@ -172,7 +181,7 @@ def _exception_for(failure: dict[str, Any], converter: DataConverter) -> Failure
             identity=str(info.get("identity") or ""),
             activity_type=str(info.get("activity_type") or ""),
             activity_id=str(info.get("activity_id") or ""),
-            retry_state=_retry_state(info.get("retry_state")),
+            retry_state=retry_state_from_wire(info.get("retry_state")),
         )
     if (info := failure.get("child_workflow_execution_failure_info")) is not None:
         execution = info.get("workflow_execution") or {}
@@ -184,6 +193,6 @@ def _exception_for(failure: dict[str, Any], converter: DataConverter) -> Failure
             workflow_type=str(info.get("workflow_type") or ""),
             initiated_event_id=int(info.get("initiated_event_id") or 0),
             started_event_id=int(info.get("started_event_id") or 0),
-            retry_state=_retry_state(info.get("retry_state")),
+            retry_state=retry_state_from_wire(info.get("retry_state")),
         )
     return FailureError(message)

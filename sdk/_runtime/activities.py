@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sdk._failure import failure_to_exception
+from sdk._failure import failure_to_exception, retry_state_from_wire
 from sdk._runtime.commands import LOCAL_ACTIVITY_MARKER, Command, activity_identity
 from sdk._runtime.host import IssuesCommands
 from sdk.exceptions import ActivityError, CancelledError
@@ -159,7 +159,7 @@ class Activities(IssuesCommands):
             identity=str(attrs.get("identity") or ""),
             activity_type=state.activity_type,
             activity_id=state.activity_id,
-            retry_state=None,
+            retry_state=retry_state_from_wire(attrs.get("retry_state")),
         )
         error.__cause__ = cause
         state.future.set_exception(error)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sdk._failure import failure_to_exception
+from sdk._failure import failure_to_exception, retry_state_from_wire
 from sdk._runtime.commands import Command, child_identity
 from sdk._runtime.host import IssuesCommands
 from sdk.exceptions import (
@@ -21,7 +21,6 @@ from sdk.exceptions import (
     CancelledError,
     ChildWorkflowError,
     FailureError,
-    RetryState,
     TerminatedError,
     TimeoutError,
     TimeoutType,
@@ -247,7 +246,6 @@ class ChildWorkflows(IssuesCommands):
             cause = TerminatedError("Child Workflow execution terminated")
         else:
             cause = TimeoutError("Child Workflow execution timed out", type=TimeoutType.START_TO_CLOSE)
-        retry = attrs.get("retry_state")
         error = ChildWorkflowError(
             "Child Workflow execution failed",
             namespace=str(attrs.get("namespace") or self.info.namespace),
@@ -256,7 +254,7 @@ class ChildWorkflows(IssuesCommands):
             workflow_type=state.workflow_type,
             initiated_event_id=state.initiated_event_id,
             started_event_id=int(attrs.get("started_event_id") or 0),
-            retry_state=RetryState(retry) if retry in RetryState._value2member_map_ else None,
+            retry_state=retry_state_from_wire(attrs.get("retry_state")),
         )
         error.__cause__ = cause
         return error

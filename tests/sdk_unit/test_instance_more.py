@@ -10,6 +10,7 @@ import pytest
 
 from sdk import workflow
 from sdk._runtime.instance import LocalActivityResult, StaleInstanceError
+from sdk.exceptions import ActivityError, TimeoutError
 from tests.sdk_unit._history import HistoryBuilder, command_types, new_instance, payload
 
 
@@ -258,3 +259,36 @@ def test_a_cancel_that_arrives_with_the_first_task_cancels_the_run() -> None:
     history.task()
     activation = new_instance(Napper).activate(history.events)
     assert command_types(activation.commands) == ["CancelWorkflowExecution"]
+
+
+@workflow.defn
+class CatchesTimeout:
+    @workflow.run
+    async def run(self) -> list[str]:
+        try:
+            await workflow.execute_activity("charge", start_to_close_timeout=timedelta(seconds=1))
+        except ActivityError as err:
+            cause = err.__cause__
+            kind = cause.type.name if isinstance(cause, TimeoutError) and cause.type else "none"
+            return [err.retry_state.name if err.retry_state else "none", kind]
+        return []
+
+
+@pytest.mark.parametrize("recorded", ["START_TO_CLOSE", "TIMEOUT_TYPE_START_TO_CLOSE"])
+def test_a_timed_out_activity_tells_its_retry_state_and_timeout_type(recorded: str) -> None:
+    """The workflow sees what the history recorded: why retries stopped and which timeout
+    fired, with the timeout type bare (as the history stores it) or prefixed (Temporal's JSON)."""
+    history = HistoryBuilder("CatchesTimeout")
+    history.task()
+    scheduled = history.activity_scheduled("charge", "1", history.completed())
+    history.add(
+        "ActivityTaskTimedOut",
+        scheduled_event_id=scheduled,
+        started_event_id=scheduled + 1,
+        failure={"message": "timed out", "timeout_failure_info": {"timeout_type": recorded}},
+        retry_state="RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED",
+    )
+    history.task()
+    command = new_instance(CatchesTimeout).activate(history.events).commands[0]
+    assert command["command_type"] == "CompleteWorkflowExecution"
+    assert command["attributes"]["result"][0]["data"] == ["MAXIMUM_ATTEMPTS_REACHED", "START_TO_CLOSE"]
