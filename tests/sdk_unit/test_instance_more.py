@@ -10,7 +10,8 @@ import pytest
 
 from sdk import workflow
 from sdk._runtime.instance import LocalActivityResult, StaleInstanceError
-from sdk.exceptions import ActivityError, TimeoutError
+from sdk.exceptions import ActivityError
+from sdk.exceptions import TimeoutError as TimeoutFailure
 from tests.sdk_unit._history import HistoryBuilder, command_types, new_instance, payload
 
 
@@ -269,7 +270,7 @@ class CatchesTimeout:
             await workflow.execute_activity("charge", start_to_close_timeout=timedelta(seconds=1))
         except ActivityError as err:
             cause = err.__cause__
-            kind = cause.type.name if isinstance(cause, TimeoutError) and cause.type else "none"
+            kind = cause.type.name if isinstance(cause, TimeoutFailure) and cause.type else "none"
             return [err.retry_state.name if err.retry_state else "none", kind]
         return []
 
