@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 import weakref
@@ -294,6 +295,20 @@ def protect_by_role(role: str) -> None:
     if role not in PROTECTIVE_TIMEOUTS:
         raise ImproperlyConfigured(f"{ROLE_VARIABLE}={role!r}: use one of {', '.join(PROTECTIVE_TIMEOUTS)}")
     protect_connections(PROTECTIVE_TIMEOUTS[role])
+
+
+def protect_as(default_role: str) -> None:
+    """Protect this process as ``default_role`` unless ``CHRONICLE_DB_ROLE`` names a role.
+
+    The daemons' commands call this as they start, and gunicorn's config sets the
+    frontend's, so a deployment has the bounds without setting anything. Connections made
+    before (the checks a command runs first) are closed, so each one in use carries them.
+    """
+    protect_by_role(os.environ.get(ROLE_VARIABLE) or default_role)
+    connection.close()
+    close_pool = getattr(connection, "close_pool", None)  # PostgreSQL's backend has it
+    if close_pool is not None:
+        close_pool()  # pooled connections keep their session: new ones carry the bounds
 
 
 class _Protection:

@@ -32,6 +32,10 @@ if os.environ.get("CHRONICLE_LOG_FORMAT", "text") == "json":
 
     logconfig_dict = gunicorn_logconfig(loglevel, access=accesslog is not None)
 
+# The frontend's protective database timeouts (docs/reliability.md), unless the operator
+# names another role: each worker reads it as Django starts.
+os.environ.setdefault("CHRONICLE_DB_ROLE", "frontend")
+
 # Bind address when not given on the command line (start_dev passes -b).
 bind = os.environ.get("CHRONICLE_BIND", "127.0.0.1:7243")
 

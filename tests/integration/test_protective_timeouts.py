@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -108,8 +109,37 @@ def test_an_unknown_role_stops_the_process_at_start() -> None:
     assert "CHRONICLE_DB_ROLE='frontdoor': use one of frontend, daemon" in shown.stderr
 
 
-def _show_in_a_new_process(role: str, setting: str) -> subprocess.CompletedProcess[str]:
+@pytest.mark.parametrize(("role", "lock_timeout"), [("", "10s"), ("frontend", "5s")])
+def test_a_daemon_protects_itself_unless_the_role_is_named(role: str, lock_timeout: str) -> None:
+    """The daemons' commands call ``protect_as("daemon")`` as they start: a deployment that
+    sets no role still has the bounds, and one that names a role keeps it."""
+    shown = _show_in_a_new_process(
+        role, "lock_timeout", first="from chronicle import db; db.protect_as('daemon')"
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.strip().splitlines()[-1] == lock_timeout
+
+
+@pytest.mark.parametrize(("role", "expected"), [("", "frontend"), ("daemon", "daemon")])
+def test_gunicorns_config_names_the_frontend_role_unless_one_is_named(
+    role: str, expected: str, tmp_path: Path
+) -> None:
+    config = "platform/gunicorn.conf.py"
+    code = f"import os, runpy; runpy.run_path({config!r}); print(os.environ[{db.ROLE_VARIABLE!r}])"
+    env = {k: v for k, v in os.environ.items() if k != db.ROLE_VARIABLE}
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path)  # else the config makes a folder of its own
+    if role:
+        env[db.ROLE_VARIABLE] = role
+    shown = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.strip().splitlines()[-1] == expected
+
+
+def _show_in_a_new_process(role: str, setting: str, *, first: str = "") -> subprocess.CompletedProcess[str]:
     code = (
+        f"{first}\n"
         "from django.db import connection\n"
         "with connection.cursor() as cursor:\n"
         f"    cursor.execute('SHOW {setting}')\n"

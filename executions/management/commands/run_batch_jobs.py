@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from chronicle.db import protect_as
 from executions.batch_runner import BatchRunner
 
 
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between looks for work")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        protect_as("daemon")
         BatchRunner(
             options["owner"], lease_seconds=options["lease_seconds"], poll_interval=options["poll_interval"]
         ).run()

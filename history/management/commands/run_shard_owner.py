@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import connection
 
-from chronicle.db import listen_conninfo, require_reachable_database
+from chronicle.db import listen_conninfo, protect_as, require_reachable_database
 from history.shard_owner import ShardOwner
 
 
@@ -18,6 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--owner", default=None, help="owner name (default host:pid)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        protect_as("daemon")
         require_reachable_database()
         connection.ensure_connection()
         ShardOwner(owner=options["owner"]).run(listen_conninfo())
