@@ -192,7 +192,12 @@ class HistoryRead:
 
     def _page(self) -> Reply:
         ex = self.execution
+        was_running = ex.is_running
         ex.refresh_from_db(from_queryset=WorkflowExecution.objects.filter(shard_id=ex.shard_id))
+        if was_running and not ex.is_running:
+            # Closed since the events were read: read them again, after the status, so a
+            # page that says the run closed holds its close (a follower stops on it).
+            self.look()
         return _history_reply(
             self.events, self.cursor, self.execution.status, self.execution.run_id, self.execution.new_run_id
         )
