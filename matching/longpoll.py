@@ -18,7 +18,6 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from itertools import islice
 from typing import Any
 
@@ -27,8 +26,6 @@ import psycopg
 from history.kernel.wakeups import HISTORY_CHANNEL, TASKS_CHANNEL, parse_history_wakeup, parse_task_wakeup
 
 log = logging.getLogger("chronicle.longpoll")
-# How often the listener looks whether it was asked to stop, between notifications.
-_CANCEL_CHECK_SECONDS = 1.0
 
 
 class Wakeup(asyncio.Event):
@@ -91,29 +88,38 @@ class WakeupHub:
     async def _deliver_until_lost(self, pgconn: Any) -> None:
         """Wake the waiters of every notification that arrives, until the connection fails.
 
-        The socket is watched by the event loop once, and each time it is readable every
-        notification waiting on it is read and delivered in one go. (psycopg's
+        The socket is watched by the event loop once, and each time it is readable a
+        callback reads every notification waiting on it and delivers them in one go, on
+        the loop's own stack: no task, timer or event per readable socket. (psycopg's
         ``notifies()`` generator registered and dropped a reader and a timer for each
-        notification: about a tenth of a frontend's CPU on the hot path went there.)
+        notification, and a wait with a timeout per readable socket cost about as much
+        as the delivery itself: in a storm of wake-ups, a tenth of a frontend's CPU.)
+        The listener waits on one future, which the callback fails when the connection
+        does, and which a cancel of the listener cancels.
         """
         loop = asyncio.get_running_loop()
-        readable = asyncio.Event()
-        socket = pgconn.socket
-        loop.add_reader(socket, readable.set)
-        task = asyncio.current_task()
-        try:
-            while True:
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(readable.wait(), _CANCEL_CHECK_SECONDS)
-                if task is not None and task.cancelling():
-                    # A cancel this task was asked for but never received: seen when the
-                    # loop closes while notifications arrive (the loop then waits for this
-                    # task forever). Honour it here.
-                    raise asyncio.CancelledError
-                readable.clear()
+        lost: asyncio.Future[None] = loop.create_future()
+
+        def on_readable() -> None:
+            try:
                 pgconn.consume_input()  # raises once the connection has failed
                 while (note := pgconn.notifies()) is not None:
                     self._deliver(note.relname.decode(errors="replace"), note.extra.decode(errors="replace"))
+            except Exception as error:  # the listener reconnects (and logs why)
+                loop.remove_reader(socket)
+                if not lost.done():
+                    lost.set_exception(error)
+
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # A cancel psycopg took in for its own (connecting, or LISTEN) and did not
+            # raise: seen when the loop closes while notifications arrive. Waiting now
+            # would hold the closing loop forever; honour it.
+            raise asyncio.CancelledError
+        socket = pgconn.socket
+        loop.add_reader(socket, on_readable)
+        try:
+            await lost
         finally:
             loop.remove_reader(socket)
 
