@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core import signals
 
@@ -47,8 +47,15 @@ class Trips:
         self.pool = pool
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
-        """``work(*args)`` on a pool thread; its database connection is handed back after."""
-        return await sync_to_async(_between_signals, thread_sensitive=False, executor=self.pool)(work, *args)
+        """``work(*args)`` on a pool thread, in this call's context (its log binding); its
+        database connection is handed back after.
+
+        The loop's own executor hop, not asgiref's ``sync_to_async``: the calls need none of
+        what that adds (a thread-sensitive executor, a shield, nested ``async_to_sync``), and
+        it cost about 0.05 ms of CPU more a trip."""
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, context.run, _between_signals, work, *args)
 
 
 Handler = Callable[[Call, Trips], Awaitable[Reply]]
