@@ -11,7 +11,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -28,11 +28,13 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 REACHABLE_TIMEOUT_SECONDS = 5
-# The server answered but is busy (out of connection slots) or still starting: it is
-# reachable, and the connection pool's wait for a free slot is the right behaviour.
-# libpq reports these at connect time as text only (no SQLSTATE).
+# The server answered but is busy (out of connection slots: its own, or the CONNECTION
+# LIMIT of the role or the database) or still starting: it is reachable, and waiting for a
+# free slot is the right behaviour for a command. libpq reports these at connect time as
+# text only (no SQLSTATE).
 BUSY_SERVER_MESSAGES = (
     "too many clients",
+    "too many connections for",  # role "...", database "..."
     "remaining connection slots are reserved",
     "the database system is starting up",
 )
@@ -97,6 +99,10 @@ class Reachability:
         self.asked_at: float | None = None
 
     def unreachable(self) -> str | None:
+        """Why the server cannot be reached now, or None; during an outage (a connection
+        failed to be made, none since: :class:`_Outage`) its reason, without asking."""
+        if (reason := _OUTAGE.reason) is not None:
+            return reason
         with self.lock:
             fresh = self.asked_at is not None and time.monotonic() - self.asked_at < REACHABILITY_TTL_SECONDS
             if not fresh:
@@ -174,8 +180,11 @@ def _first_line(error: BaseException) -> str:
 
 RETRY_AFTER_SECONDS = 2
 # How long a request waits for a pooled connection once one has failed to come: long
-# enough for a connection the server has just freed, short enough to answer in 2 s.
+# enough for a connection a busy request hands back, short enough to answer in 2 s.
 OUTAGE_POOL_TIMEOUT = 1.0
+# SQLSTATE too_many_connections: the server (or the role, or the database) has no slot
+# left. PostgreSQL raises it only as a connection starts, never to a running statement.
+TOO_MANY_CONNECTIONS = "53300"
 
 
 def unavailable(error: BaseException) -> ChronicleError | None:
@@ -186,14 +195,16 @@ def unavailable(error: BaseException) -> ChronicleError | None:
     is down, restarting or out of connections, for a pool that handed out nothing in
     time, and for a statement the server cancelled (a timeout, a deadlock victim): each
     is worth retrying, none is the caller's fault nor a bug to hide behind a 500. A
-    failure to connect at all also shortens the pool's wait (:class:`_Outage`), so the
-    requests after it are answered within :data:`OUTAGE_POOL_TIMEOUT`, not the pool's
-    timeout.
+    failure to connect at all also starts the outage (:class:`_Outage`), if the pool's
+    own failure had not already, so the requests after it are answered within about 2 s,
+    not after the pool's timeout.
     """
     if not isinstance(error, OperationalError | InterfaceError):
         return None
-    if _lost_server(error.__cause__):
-        _OUTAGE.begin()
+    cause = error.__cause__
+    if cause is not None and _lost_server(cause):
+        # A checkout that waited out its timeout is no proof: a busy pool's does too.
+        _OUTAGE.begin(_first_line(cause), confirmed=not isinstance(cause, psycopg_pool.PoolTimeout))
     return ChronicleError(
         ErrorCode.UNAVAILABLE,
         "the database is unavailable; retry later",
@@ -204,49 +215,148 @@ def unavailable(error: BaseException) -> ChronicleError | None:
 def _lost_server(cause: BaseException | None) -> bool:
     """Whether the database error says the server is out of reach, not that a statement
     failed: no pooled connection came in time, a connection could not be made or was
-    lost (no SQLSTATE, or class 08), or the server is shutting down or starting (57P0x)."""
+    lost (no SQLSTATE, or class 08), the server is shutting down or starting (57P0x), or
+    it has no connection slot left (53300).
+
+    53300 counts because PostgreSQL raises it only to a connection being made: the
+    request that meets it has no connection, and none comes until another client leaves,
+    so a long wait for one is the hang the outage exists to cut short. (libpq reports it
+    today as text, with no SQLSTATE, which counts already; this keeps it counted if the
+    driver ever parses the code.)"""
     if isinstance(cause, psycopg_pool.PoolTimeout):
         return True
     if not isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError):
         return False
     state = cause.sqlstate
-    return state is None or state.startswith("08") or state.startswith("57P0")
+    return state is None or state.startswith(("08", "57P0")) or state == TOO_MANY_CONNECTIONS
+
+
+class PoolConnection(psycopg.Connection[Any]):
+    """The class of the connections Django's pool makes (``OPTIONS["pool"]`` in the
+    settings): a failure to make one starts the outage at once, and one made ends it.
+
+    The pool makes its connections in background workers; a request only waits for one,
+    and saw nothing of a server refusing them ("too many clients", a closed port) until
+    its own wait, the pool's whole timeout, ran out. ``connection_class`` is the pool's
+    public way to make its connections, and the only place that sees each attempt fail
+    or succeed the moment it does (its ``reconnect_failed`` callback comes only after
+    ``reconnect_timeout`` of failures, and nothing tells of a success).
+
+    Only the attempts of the process's own pool count: other pools built from the
+    settings' options (a test's, a tool's, to another address) share the class, and are
+    told apart by the connection parameters they pass.
+    """
+
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+        try:
+            made = super().connect(conninfo, **kwargs)
+        except psycopg.OperationalError as exc:
+            _OUTAGE.begin(_first_line(exc), made_with=kwargs)
+            raise
+        _OUTAGE.end(made_with=kwargs)
+        return made
 
 
 class _Outage:
-    """While connections fail to come, the pool waits :data:`OUTAGE_POOL_TIMEOUT` for one.
+    """While connections fail to come, checkouts wait :data:`OUTAGE_POOL_TIMEOUT` for one.
 
     The pool's timeout (``CHRONICLE_DB_POOL_TIMEOUT``) is sized for a busy pool, where
-    waiting beats refusing; against a server that is down, every request would wait it
-    out and then fail. The first connection made again ends the outage and restores it.
+    waiting beats refusing; against a server that is down or has no slot left, every
+    request would wait it out and then fail. An outage begins at the first failure to
+    make a connection (the pool's own, :class:`PoolConnection`, or a request's) and ends
+    at the first connection made again, which restores the timeout. One begun by a
+    request whose checkout only timed out (unconfirmed: a busy pool's does too, and
+    makes no new connection that would end it) also ends at the next checkout served,
+    unless a failed attempt confirms it first. Meanwhile a new checkout waits
+    :data:`OUTAGE_POOL_TIMEOUT`, the reachability probe says "unreachable" (:class:`Reachability`),
+    and a checkout already waiting with the long timeout is failed once it has waited
+    :data:`OUTAGE_POOL_TIMEOUT` of the outage (:meth:`_cut_waits_short`): every request
+    gets its answer within about 2 s. A pool that is merely busy (its
+    connections all in use, the server taking new ones) makes no failed attempt, so it
+    keeps its timeout; one that cannot grow because the server is full waits 1 s for a
+    connection handed back before the 503.
     """
 
     def __init__(self) -> None:
-        self.saved_timeout: float | None = None
         self.lock = threading.Lock()
+        self.reason: str | None = None  # why, while an outage lasts
+        self.pool: Any = None
+        self.saved_timeout = 0.0
+        self.confirmed = False  # a connection failed to be made during it
+        self.ended = threading.Event()
 
-    def begin(self) -> None:
+    def begin(self, reason: str, *, confirmed: bool = True, made_with: dict[str, Any] | None = None) -> None:
+        """An attempt to connect failed (``made_with``: the pool's, with these parameters),
+        or a request's checkout failed (``confirmed`` False if it only timed out)."""
+        if self.reason is not None and (self.confirmed or not confirmed):
+            return  # the common case during an outage: every refused attempt says so
         pool = getattr(connection, "pool", None)  # one pool per process, whichever thread asks
+        # Only a pool of PoolConnection tells when a connection is made again, which ends it.
+        if pool is None or not issubclass(pool.connection_class, PoolConnection):
+            return
+        if made_with is not None and made_with != pool.kwargs:
+            return  # another pool's attempt
         with self.lock:
-            if pool is None or self.saved_timeout is not None:
+            if self.reason is not None:
+                if confirmed and not self.confirmed:
+                    self.confirmed = True
+                    connection_created.disconnect(dispatch_uid=_OUTAGE_UID)
                 return
-            self.saved_timeout = pool.timeout
+            self.reason, self.pool, self.saved_timeout = reason, pool, pool.timeout
+            self.confirmed = confirmed
             pool.timeout = min(pool.timeout, OUTAGE_POOL_TIMEOUT)
-            connection_created.connect(self.end, dispatch_uid=_OUTAGE_UID)
-        log.warning("the database is unreachable: requests get a 503 until it answers again")
+            if not confirmed:
+                connection_created.connect(self._served, dispatch_uid=_OUTAGE_UID)
+            self.ended = threading.Event()
+            threading.Thread(
+                target=self._cut_waits_short, args=(pool, self.ended), name="chronicle-db-outage", daemon=True
+            ).start()
+        log.warning("no database connection comes (%s): requests wait 1 s for one, then get a 503", reason)
 
-    def end(self, sender: object, connection: object, **kwargs: object) -> None:
-        pool = getattr(connection, "pool", None)
+    def end(self, made_with: dict[str, Any] | None = None) -> None:
+        """A connection was made (``made_with``: by the pool, with these parameters), or,
+        during an unconfirmed outage, a checkout was served."""
+        if self.reason is None:
+            return  # the common case: a connection made while all is well
         with self.lock:
-            saved, self.saved_timeout = self.saved_timeout, None
-            if saved is None or pool is None:
+            if self.reason is None or (made_with is not None and made_with != self.pool.kwargs):
                 return
-            pool.timeout = saved
+            self.pool.timeout = self.saved_timeout
+            self.reason, self.pool = None, None
+            self.ended.set()
             connection_created.disconnect(dispatch_uid=_OUTAGE_UID)
-        log.warning("the database answers again")
+        log.warning("database connections come again: requests wait the pool's timeout for one")
+
+    def _served(self, sender: object, **kwargs: object) -> None:
+        """``connection_created`` during an unconfirmed outage: a checkout was served."""
+        self.end()
+
+    @staticmethod
+    def _cut_waits_short(pool: Any, ended: threading.Event) -> None:
+        """Until ``ended``, each :data:`OUTAGE_POOL_TIMEOUT`: fail the checkouts that were
+        already waiting the time before (a checkout waits at most two of them)."""
+        waiting = waiting_checkouts(pool)
+        while not ended.wait(OUTAGE_POOL_TIMEOUT):
+            for checkout in waiting:
+                checkout.fail(psycopg_pool.PoolTimeout("no connection: the database refuses new ones"))
+            waiting = waiting_checkouts(pool)
 
 
 _OUTAGE_UID = "chronicle-db-outage"
+
+
+def waiting_checkouts(pool: psycopg_pool.ConnectionPool[Any]) -> list[Any]:
+    """The checkouts of ``pool`` waiting for a connection now; ``fail(error)`` ends one's
+    wait with ``error`` (and returns False if it had already ended).
+
+    psycopg_pool has no public way to end a wait early (only ``close()``, which fails them
+    all for good), so this reads its private queue, under its lock, as ``close()`` does.
+    ``tests/integration/test_connection_exhaustion.py`` checks it on a real pool: an
+    upgrade that changes the queue fails that test.
+    """
+    with pool._lock:
+        return list(pool._waiting)
 
 
 _OUTAGE = _Outage()
