@@ -164,6 +164,10 @@ def _integer_errors(kind: mi.IntType, value: Any, strict: bool) -> Errors | None
 def _list_errors(rules: _Rules, name: str, kind: mi.ListType, value: Any) -> Errors | None:
     if not isinstance(value, list):
         return [f'Expected a list of items but got type "{type(value).__name__}".']
+    if kind.max_length is not None and len(value) > kind.max_length:
+        return [f"Ensure this field has no more than {kind.max_length} elements."]
+    if kind.min_length is not None and len(value) < kind.min_length:
+        return [f"Ensure this field has at least {kind.min_length} elements."]
     items = {str(i): _value_errors(rules, name, kind.item_type, item) for i, item in enumerate(value)}
     return {i: problem for i, problem in items.items() if problem} or None
 
