@@ -16,6 +16,13 @@ What stays real time whatever the mode: leases, heartbeats of processes and poll
 expiry, rate limits, metrics. Those measure the processes, not the workflows, and a jump of
 the skipped clock must not expire a shard lease or a poller's liveness.
 
+The shard owner's time-critical decisions (which lease is live, which timer is due, the
+time a firing stamps) take PostgreSQL's clock, the one every process shares, not the
+owner's: :func:`database_now` is the workflow now as an expression the database evaluates
+in the statement that compares with it, and :func:`from_database` turns a time the database
+read into workflow time. A process whose clock jumps can then neither fire a timer early
+nor take a live lease.
+
 The offset only grows, so the skipped clock is never behind real time: a row written with
 real time and compared with the skipped clock looks older, never younger, and nothing that
 must happen waits longer than it would without skipping.
@@ -28,6 +35,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from django.db import connection
+from django.db.models import DateTimeField
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 ENV_VAR = "CHRONICLE_TIME_SKIPPING"
@@ -47,6 +56,31 @@ def offset() -> timedelta:
 def skipped_now() -> datetime:
     """Real time plus the skipped offset: :func:`now` while time skipping is on."""
     return timezone.now() + offset()
+
+
+# The database's real time as a statement reads it (Django's ``Now()`` on PostgreSQL).
+DATABASE_NOW_SQL = "STATEMENT_TIMESTAMP()"
+_SKIPPED_SQL = f"COALESCE((SELECT skipped FROM {TABLE} WHERE id = 1), interval '0')"
+
+
+def database_now_sql() -> str:
+    """SQL for the workflow now by the database's clock, for raw statements.
+
+    Real time reads no row; the skipped clock adds its offset in the same statement, so a
+    comparison with it costs no round trip of its own in either mode.
+    """
+    return f"({DATABASE_NOW_SQL} + {_SKIPPED_SQL})" if time_skipping() else DATABASE_NOW_SQL
+
+
+def database_now() -> RawSQL:
+    """:func:`database_now_sql` as an ORM expression (``fire_at__lte=clock.database_now()``)."""
+    return RawSQL(database_now_sql(), [], output_field=DateTimeField())
+
+
+def from_database(at: datetime) -> datetime:
+    """The workflow time of ``at``, a real time the database read (the skipped clock adds
+    its offset, one read; real time returns ``at`` as it is)."""
+    return at + offset() if time_skipping() else at
 
 
 def skip_to(target: datetime) -> timedelta:

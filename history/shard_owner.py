@@ -7,6 +7,14 @@ fires due rows. It sleeps until the earliest known ``fire_at`` of its shards, an
 NOTIFY on ``chronicle_timers_v1`` wakes it for an earlier one. Each firing
 transaction re-checks the shard's ``range_id`` under ``FOR SHARE``, so a paused,
 stale owner cannot act after a takeover.
+
+Time is the database's, never this process's clock: leases and heartbeats are written
+and compared with PostgreSQL's ``now()`` in the statements themselves, due timers are
+selected against the database's workflow now (:func:`chronicle.clock.database_now`), and
+firings stamp their events with the time the run lock read. An owner whose clock jumps
+can then neither take a live owner's shards, nor fire a timer early, nor stamp an event
+out of order. Its own clock only measures how long to sleep, from the database time the
+last pass read (:meth:`ShardOwner.database_now`).
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ from typing import Any
 
 import psycopg
 from django.db import DatabaseError, connection, transaction
-from django.utils import timezone
+from django.db.models import F, Q
+from django.db.models.functions import Now
 
 from chronicle import clock, health, metrics
 from chronicle.conf import engine_settings
@@ -49,6 +58,8 @@ class ShardOwner:
         self.lease = timedelta(seconds=self.settings.shard_lease_seconds)
         self.owned: dict[int, int] = {}  # shard_id -> range_id
         self.next_fire: dict[int, datetime | None] = {}
+        # The database's workflow now as last read, and this process's monotonic reading then.
+        self._db_now: tuple[datetime, float] | None = None
         self.stopping = False
         self._last_housekeeping = 0.0
         self._last_payload_collection = 0.0
@@ -63,33 +74,37 @@ class ShardOwner:
             )
 
     def heartbeat(self) -> None:
-        now = timezone.now()
-        ShardOwnerProcess.objects.update_or_create(
-            owner=self.owner,
-            defaults={"heartbeat_at": now},
-            create_defaults={"heartbeat_at": now, "started_at": now},
-        )
+        """Register this process as live, stamped by the database's clock (one statement
+        after the first)."""
+        if not ShardOwnerProcess.objects.filter(owner=self.owner).update(heartbeat_at=Now()):
+            ShardOwnerProcess.objects.create(owner=self.owner, heartbeat_at=Now(), started_at=Now())
 
     def fair_share(self) -> int:
-        live = ShardOwnerProcess.objects.filter(heartbeat_at__gte=timezone.now() - self.lease).count()
+        live = ShardOwnerProcess.objects.filter(heartbeat_at__gte=Now() - self.lease).count()
         return math.ceil(self.settings.shards / max(1, live))
 
     def renew_leases(self) -> bool:
-        """Extend owned leases; forget any shard whose range_id moved (taken over)."""
+        """Extend owned leases to the database's now plus a lease; forget any shard whose
+        range_id moved (taken over)."""
         if not self.owned:
             return False
-        expires = timezone.now() + self.lease
         with transaction.atomic():
-            rows = Shard.objects.select_for_update().filter(shard_id__in=list(self.owned))
-            for shard in rows:
-                if shard.range_id != self.owned[shard.shard_id] or shard.owner != self.owner:
-                    log.warning("lost shard %d to %s", shard.shard_id, shard.owner)
+            rows = (
+                Shard.objects.select_for_update()
+                .filter(shard_id__in=list(self.owned))
+                .values_list("shard_id", "range_id", "owner")
+            )
+            kept = []
+            for shard_id, range_id, owner in rows:
+                if range_id != self.owned[shard_id] or owner != self.owner:
+                    log.warning("lost shard %d to %s", shard_id, owner)
                     metrics.shard_ownership_change("lost")
-                    self.owned.pop(shard.shard_id, None)
+                    self.owned.pop(shard_id, None)
                     continue
-                shard.lease_expires_at = expires
-                shard.save(update_fields=["lease_expires_at"])
-                metrics.lease_renewals(1)
+                kept.append(shard_id)
+            if kept:
+                Shard.objects.filter(shard_id__in=kept).update(lease_expires_at=Now() + self.lease)
+                metrics.lease_renewals(len(kept))
         return True
 
     def rebalance(self) -> bool:
@@ -109,20 +124,22 @@ class ShardOwner:
         want = target - len(self.owned)
         if want <= 0:
             return changed
-        now = timezone.now()
         with transaction.atomic():
+            # Free, or its lease expired by the database's clock: a live lease is never taken.
             free = list(
-                Shard.objects.select_for_update(skip_locked=True).filter(lease_expires_at__isnull=True)
-                | Shard.objects.select_for_update(skip_locked=True).filter(lease_expires_at__lt=now)
-            )[:want]
-            for shard in free:
-                shard.owner = self.owner
-                shard.range_id += 1
-                shard.lease_expires_at = now + self.lease
-                shard.save()
-                self.owned[shard.shard_id] = shard.range_id
-                self.next_fire[shard.shard_id] = None
-                log.info("acquired shard %d (range_id %d)", shard.shard_id, shard.range_id)
+                Shard.objects.select_for_update(skip_locked=True)
+                .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now()))
+                .order_by("shard_id")
+                .values_list("shard_id", "range_id")[:want]
+            )
+            if free:
+                Shard.objects.filter(shard_id__in=[shard_id for shard_id, _ in free]).update(
+                    owner=self.owner, range_id=F("range_id") + 1, lease_expires_at=Now() + self.lease
+                )
+            for shard_id, range_id in free:
+                self.owned[shard_id] = range_id + 1
+                self.next_fire[shard_id] = None
+                log.info("acquired shard %d (range_id %d)", shard_id, range_id + 1)
                 metrics.shard_ownership_change("acquired")
                 changed = True
         if changed:
@@ -131,15 +148,40 @@ class ShardOwner:
 
     # -- timers -------------------------------------------------------------------
     def refresh_next_fire(self) -> None:
+        """Read each owned shard's earliest ``fire_at`` and, in the same statement, the
+        database's workflow now that :meth:`database_now` counts from."""
         if not self.owned:
             return
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT s, (SELECT min(fire_at) FROM history_timertask WHERE shard_id = s) "
-                "FROM unnest(%s::int[]) AS s",
+                "SELECT s, (SELECT min(fire_at) FROM history_timertask WHERE shard_id = s), "
+                f"{clock.database_now_sql()} FROM unnest(%s::int[]) AS s",
                 [list(self.owned)],
             )
-            self.next_fire = dict(cursor.fetchall())
+            rows = cursor.fetchall()
+        self.next_fire = {shard_id: at for shard_id, at, _ in rows}
+        if rows:
+            self._db_now = (rows[0][2], time.monotonic())
+
+    def database_now(self) -> datetime:
+        """The database's workflow now: the last reading plus the monotonic time since.
+
+        What the owner's sleep and its "anything due?" test count from, never its wall
+        clock. It reads the database again when it has no reading, when the skipped clock
+        may have jumped meanwhile (a test stack), or when this process's monotonic clock
+        went back. A clock that jumped forward makes it look early once: the due rows are
+        still selected by the database's clock, and the pass reads the time again.
+        """
+        read = self._db_now
+        elapsed = -1.0 if read is None else time.monotonic() - read[1]
+        if read is None or elapsed < 0 or clock.time_skipping():
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT {clock.database_now_sql()}")
+                row = cursor.fetchone()
+            assert row is not None
+            self._db_now = read = (row[0], time.monotonic())
+            elapsed = 0.0
+        return read[0] + timedelta(seconds=elapsed)
 
     def fire_due_timers(self) -> bool:
         """Fire every due row of owned shards; return whether anything fired.
@@ -148,7 +190,9 @@ class ShardOwner:
         batch fires in one transaction fenced on every shard it touches: 1,000 timers
         due in one second spread over 16 shards cost a few transactions, not 16+.
         """
-        now = clock.now()
+        if not any(at is not None for at in self.next_fire.values()):
+            return False
+        now = self.database_now()
         due_shards = {
             s for s, at in self.next_fire.items() if at is not None and at <= now and s in self.owned
         }
@@ -156,7 +200,7 @@ class ShardOwner:
         did = False
         while due_shards:
             due = list(
-                TimerTask.objects.filter(shard_id__in=due_shards, fire_at__lte=clock.now())
+                TimerTask.objects.filter(shard_id__in=due_shards, fire_at__lte=clock.database_now())
                 .order_by("fire_at")
                 .values_list("id", "run_id", "shard_id", "kind")[:FIRE_BATCH]
             )
@@ -169,7 +213,7 @@ class ShardOwner:
                     if kind in TRANSFER_KINDS:
                         self.carry_transfers(fence_of[shard], [tid])
                 if rows:
-                    self.fired_total += fire_timers(list(fence_of.values()), rows)
+                    self.fired_total += fire_timers(list(fence_of.values()), rows, database_time=True)
             except ShardFenceLost as lost:
                 log.warning("shard %d fenced off: another owner took it", lost.shard_id)
                 metrics.shard_ownership_change("lost")
@@ -181,7 +225,7 @@ class ShardOwner:
                 log.exception("firing timers failed; backing off those rows")
                 TimerTask.objects.filter(
                     shard_id__in=due_shards, id__in=[tid for tid, _, _, _ in due]
-                ).update(fire_at=clock.now() + timedelta(seconds=5))
+                ).update(fire_at=clock.database_now() + timedelta(seconds=5))
                 break
             did = True
             if len(due) < FIRE_BATCH:
@@ -200,7 +244,7 @@ class ShardOwner:
             except Exception:
                 log.exception("transfer duty %d failed; retrying it shortly", timer_id)
                 TimerTask.objects.filter(id=timer_id, shard_id=fence.shard_id).update(
-                    fire_at=clock.now() + timedelta(seconds=1)
+                    fire_at=clock.database_now() + timedelta(seconds=1)
                 )
 
     def note_timer(self, payload: str) -> None:
@@ -236,11 +280,21 @@ class ShardOwner:
                     return
 
     def sleep_seconds(self) -> float:
-        now = clock.now()
+        """How long to wait: until the earliest known timer by the database's clock, the
+        next housekeeping, or a second, whichever comes first."""
         times = [at for at in self.next_fire.values() if at is not None]
-        until_timer = min(((t - now).total_seconds() for t in times), default=1.0)
+        until_timer = 1.0
+        if times:
+            until_timer = (min(times) - self.database_now()).total_seconds()
         housekeeping_in = self._last_housekeeping + self.settings.shard_lease_seconds / 3 - time.monotonic()
         return max(0.0, min(until_timer, housekeeping_in, 1.0))
+
+    def housekeeping_due(self) -> bool:
+        """Whether a third of a lease passed since the last housekeeping, by the monotonic
+        clock; a monotonic clock that went back (a faked one) counts as due, not as a wait
+        that long, or the leases would lapse meanwhile."""
+        since = time.monotonic() - self._last_housekeeping
+        return since < 0 or since >= self.settings.shard_lease_seconds / 3
 
     def run(self, listen_conninfo: str) -> None:
         signal.signal(signal.SIGTERM, self._stop)
@@ -262,7 +316,7 @@ class ShardOwner:
         with psycopg.connect(listen_conninfo, autocommit=True) as listen:
             listen.execute(f"LISTEN {TIMERS_CHANNEL}")
             while not self.stopping:
-                if time.monotonic() - self._last_housekeeping >= self.settings.shard_lease_seconds / 3:
+                if self.housekeeping_due():
                     self.housekeeping()
                     self._last_housekeeping = time.monotonic()
                 self.fire_due_timers()

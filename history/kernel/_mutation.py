@@ -24,7 +24,7 @@ from django.utils import timezone
 from chronicle import clock
 from history.kernel import closing, payloads, store
 from history.kernel.growth import continue_as_new_suggestion
-from history.kernel.locks import may_have_children
+from history.kernel.locks import database_stamp, may_have_children
 from history.kernel.payloads import payload_size
 from history.kernel.retry import workflow_task_retry_delay
 from history.kernel.versioning import WorkerVersionStamp, current_build_id
@@ -61,10 +61,12 @@ PREVIOUS_EVENT = "$previous"  # placeholder for a back-reference resolved at flu
 class ExecutionMutation:
     """Changes to one locked run, written together by :meth:`save`."""
 
-    def __init__(self, execution: WorkflowExecution, namespace: Namespace) -> None:
+    def __init__(
+        self, execution: WorkflowExecution, namespace: Namespace, *, database_time: bool = False
+    ) -> None:
         self.execution = execution
         self.namespace = namespace
-        self.now = clock.now()
+        self.now = database_stamp(execution) if database_time else clock.now()
         self._events: list[HistoryEvent] = []
         self._tasks: list[Task] = []
         self._timers: list[TimerTask] = []

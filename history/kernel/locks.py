@@ -19,10 +19,12 @@ import functools
 import hashlib
 import uuid
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from django.db import models
 
+from chronicle import clock
 from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel import store
@@ -174,14 +176,16 @@ def _locked(row: Sequence[Any]) -> WorkflowExecution:
 
 
 _LOCK_FACTS = "_chronicle_lock_facts"
-_LOCK_FACT_NAMES = ("has_buffered_queries", "has_children")
-# What the lock reads besides the run and its namespace: whether its rare rows exist.
+_LOCK_FACT_NAMES = ("has_buffered_queries", "has_children", "locked_at")
+# What the lock reads besides the run and its namespace: whether its rare rows exist, and
+# the database's time once the run is locked (see ``locked_at``).
 _LOCK_FACTS_SELECT = (
     f", EXISTS (SELECT 1 FROM {WorkflowQuery._meta.db_table} q WHERE q.run_id = e.run_id"
     f" AND q.shard_id = e.shard_id AND q.buffered AND q.state = '{QueryState.PENDING.value}')"
     " AS has_buffered_queries"
     f", EXISTS (SELECT 1 FROM {PendingChildExecution._meta.db_table} c"
     " WHERE c.run_id = e.run_id AND c.shard_id = e.shard_id) AS has_children"
+    ", clock_timestamp() AS locked_at"
 )
 
 
@@ -217,6 +221,29 @@ def may_have_children(execution: WorkflowExecution) -> bool:
     """Whether the run may have pending children, whose parent-close duties a close
     arms; read with the lock, so a close without children asks nothing more."""
     return _lock_fact(execution, "has_children")
+
+
+def locked_at(execution: WorkflowExecution) -> datetime | None:
+    """The database's (real) time read by the statement that locked the run; None for a
+    run locked another way.
+
+    ``clock_timestamp()``, not the statement's start: a lock that waited for a writer of the
+    run reads the run again once that writer commits (PostgreSQL re-evaluates the row, the
+    time with it), so the time is later than any event that writer stamped by the same
+    clock (a writer that appended events updated the run row). The shard owner stamps its
+    firings with it (:func:`database_stamp`): the one clock every process shares.
+    """
+    facts: dict[str, object] = getattr(execution, _LOCK_FACTS, {})
+    at = facts.get("locked_at")
+    return at if isinstance(at, datetime) else None
+
+
+def database_stamp(execution: WorkflowExecution) -> datetime:
+    """The time a change to the locked run stamps when the database's clock decides (the
+    shard owner's firings: ``ExecutionMutation(..., database_time=True)``): the workflow
+    time of :func:`locked_at`, else this process's clock for a run locked another way."""
+    at = locked_at(execution)
+    return clock.now() if at is None else clock.from_database(at)
 
 
 def _lock_fact(execution: WorkflowExecution, name: str) -> bool:

@@ -93,12 +93,19 @@ def check_fence(fence: ShardFence) -> None:
     check_fences([fence])
 
 
-def fire_timers(fences: ShardFence | Sequence[ShardFence], timer_ids: list[tuple[int, str]]) -> int:
+def fire_timers(
+    fences: ShardFence | Sequence[ShardFence],
+    timer_ids: list[tuple[int, str]],
+    *,
+    database_time: bool = False,
+) -> int:
     """Fire the given (timer id, run id) rows in one transaction; return the fired count.
 
     The rows may span several shards (the owner claims due rows across all it owns);
     ``fences`` holds one fence per shard the rows belong to. Rows without a run are
-    schedules' firings (``history.kernel.schedules``).
+    schedules' firings (``history.kernel.schedules``). ``database_time`` stamps the
+    events with the database's time read by each run's lock, not this process's clock
+    (the shard owner: its clock may be off, and the frontends stamp the run's other events).
     """
     fired = 0
     fence_list = [fences] if isinstance(fences, ShardFence) else list(fences)
@@ -128,7 +135,9 @@ def fire_timers(fences: ShardFence | Sequence[ShardFence], timer_ids: list[tuple
             execution = runs.get(run_id)
             if timer is None or execution is None:
                 continue
-            mutation = mutations.get(run_id) or ExecutionMutation(execution, execution.namespace)
+            mutation = mutations.get(run_id) or ExecutionMutation(
+                execution, execution.namespace, database_time=database_time
+            )
             mutations[run_id] = mutation
             if _fire_one(mutation, timer, done):
                 fired += 1
