@@ -212,6 +212,9 @@ class Stack:
                 "LD_PRELOAD": str(FAKETIME_LIB),
                 "FAKETIME_TIMESTAMP_FILE": str(self.clock_file),
                 "FAKETIME_NO_CACHE": "1",
+                # psycopg's compiled connect times out at once under libfaketime (its clock
+                # and the faked one disagree); the pure-Python one keeps to the faked clock.
+                "PSYCOPG_IMPL": "python",
             }
             owners[1] = dataclasses.replace(owners[1], env={**owners[1].env, **faked})
         # The faked owner starts once the rest is up (its start may need retries: until_up).
