@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -16,11 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from chronicle import clock
-from chronicle.conf import engine_settings
 from chronicle.errors import ChronicleError
 from history import kernel
 from history.kernel import store
-from history.kernel.handoff import WorkflowTaskWanted
 from history.kernel.locks import lock_run, lock_runs
 from history.kernel.queries import query_task_token
 from history.kernel.responses import build_workflow_task_response
@@ -244,14 +241,9 @@ def poll_batch(
     worker_version: WorkerVersionStamp | None = None,
     *,
     max_tasks: int = 1,
-    due_timers: Sequence[uuid.UUID] = (),
 ) -> list[dict[str, Any]]:
     """Hand out the tasks visible now, up to ``max_tasks``, so a worker with free slots takes
-    a burst (a storm of timers firing, a fan-out's results) in one call; then, with room
-    left, fire the due timers of ``due_timers`` (runs sticky to this queue, as the worker
-    holding them asks at their due time) and hand out the tasks they wake
-    (:mod:`history.kernel.sticky_timers`). A queue under a dispatch limit takes no such
-    shortcut: its timers wake through the shard owner and a claim, which the limit meters.
+    a burst (a storm of timers firing, a fan-out's results) in one call.
 
     The burst is claimed in one transaction: one statement claims the rows, one locks
     their runs (in run-id order), then each task is started as one poll would start it;
@@ -260,28 +252,7 @@ def poll_batch(
     the batch ends at the limit (after at least one task, so a throttled batch still
     answers with what it has).
     """
-    if _has_dispatch_limits(namespace, task_queue):
-        return _poll_one_by_one(namespace, task_queue, kind, identity, worker_version, max_tasks)
-    started = _poll_burst(namespace, task_queue, kind, identity, worker_version, max_tasks)
-    if due_timers and kind == TaskKind.WORKFLOW and len(started) < max_tasks:
-        wanted = WorkflowTaskWanted(task_queue, identity, worker_version)
-        woken = kernel.fire_due_timers_for_poll(
-            namespace.id, wanted, due_timers, range(engine_settings().shards), max_tasks - len(started)
-        )
-        started.extend(task.as_dict() for task in woken)
-    return started
-
-
-def _poll_burst(
-    namespace: Namespace,
-    task_queue: str,
-    kind: str,
-    identity: str,
-    worker_version: WorkerVersionStamp | None,
-    max_tasks: int,
-) -> list[dict[str, Any]]:
-    """The visible rows, up to ``max_tasks``, claimed in one transaction per round."""
-    if max_tasks == 1:
+    if max_tasks == 1 or _has_dispatch_limits(namespace, task_queue):
         return _poll_one_by_one(namespace, task_queue, kind, identity, worker_version, max_tasks)
     build_id = dispatch_build_id(worker_version)
     record_poller(namespace, task_queue, kind, identity, build_id)

@@ -21,7 +21,6 @@ waiting, and claims no task for a worker that would never receive it.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
@@ -94,15 +93,6 @@ class PollRequest(Body, kw_only=True):
         ]
         | msgspec.UnsetType
     ) = UNSET
-    due_timers: Annotated[
-        list[uuid.UUID],
-        msgspec.Meta(
-            max_length=MAX_TASKS_PER_POLL,
-            description="runs sticky to this queue whose timers the worker holds as due now: the "
-            "poll fires those due by the server's clock and takes the tasks they wake, then answers "
-            "at once without waiting",
-        ),
-    ] = msgspec.field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -116,7 +106,6 @@ class Poll:
     max_tasks: int
     batch: bool
     timeout: float
-    due_timers: tuple[uuid.UUID, ...] = ()
 
     @classmethod
     def read(cls, call: Call, kind: str) -> Poll:
@@ -135,21 +124,13 @@ class Poll:
             max_tasks=asked if isinstance(asked, int) else 1,
             batch=isinstance(asked, int),
             timeout=min(body.timeout or limit, limit),
-            due_timers=tuple(body.due_timers) if kind == TaskKind.WORKFLOW else (),
         )
 
     def claim(self, namespace: Namespace) -> list[dict[str, Any]]:
         """Take what is there for this poll (nothing while the queue's dispatch is throttled,
         which ``DispatchThrottled`` says, with how long to wait)."""
-        return poll_batch(
-            namespace,
-            self.task_queue,
-            self.kind,
-            self.identity,
-            self.worker_version,
-            max_tasks=self.max_tasks,
-            due_timers=self.due_timers,
-        )
+        queue, version = self.task_queue, self.worker_version
+        return poll_batch(namespace, queue, self.kind, self.identity, version, max_tasks=self.max_tasks)
 
     def answer(self, tasks: list[dict[str, Any]]) -> Reply:
         if not tasks:
@@ -171,9 +152,7 @@ async def poll(call: Call, trips: Trips, kind: str) -> Reply:
     namespace, conninfo = await trips.run(_admit, call)
     hub.ensure_listening(conninfo)
     loop = asyncio.get_running_loop()
-    # A poll for due timers answers with what is there now: the tasks the shard owner wakes
-    # meanwhile reach the worker's waiting sticky polls.
-    deadline = loop.time() + (0.0 if wanted.due_timers else wanted.timeout)
+    deadline = loop.time() + wanted.timeout
     recheck = engine_settings().safety_recheck_seconds
     build_id = dispatch_build_id(wanted.worker_version)
     wake_key = task_wakeup_key(namespace.id, kind, wanted.task_queue, build_id)

@@ -49,7 +49,6 @@ from history.kernel.schedules import (
     update_schedule,
 )
 from history.kernel.start import StartRequest, StartResult, start_workflow_execution
-from history.kernel.sticky_timers import fire_due_timers_for_poll
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
 from history.kernel.tokens import TaskScope
 from history.kernel.updates import (
@@ -86,7 +85,6 @@ __all__ = [
     "create_schedule",
     "delete_schedule",
     "find_update",
-    "fire_due_timers_for_poll",
     "fire_timers",
     "pause_schedule",
     "preview_reset",

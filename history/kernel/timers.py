@@ -247,9 +247,7 @@ def _activity(ex: WorkflowExecution, timer: TimerTask) -> PendingActivity | None
     ).first()
 
 
-def fire_user_timer(m: ExecutionMutation, timer: TimerTask) -> bool:
-    """A user timer's firing: ``TimerFired``, waking the workflow (the shard owner's, and a
-    sticky poll's for its worker's runs, :mod:`history.kernel.sticky_timers`)."""
+def _user_timer(m: ExecutionMutation, timer: TimerTask) -> bool:
     m.add_outside_event(
         EventType.TIMER_FIRED, {"timer_id": timer.timer_id, "started_event_id": timer.scheduled_event_id}
     )
@@ -307,7 +305,7 @@ def _workflow_backoff(m: ExecutionMutation, timer: TimerTask) -> bool:
 
 
 _HANDLERS = {
-    TimerKind.USER_TIMER: fire_user_timer,
+    TimerKind.USER_TIMER: _user_timer,
     TimerKind.ACTIVITY_TIMEOUT: _activity_timeout,
     TimerKind.ACTIVITY_RETRY: _activity_retry,
     TimerKind.WORKFLOW_TASK_TIMEOUT: _workflow_task_timeout,

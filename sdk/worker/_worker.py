@@ -236,28 +236,22 @@ class Worker:
         worker is stopping."""
         if stopping.is_set():
             return []
-        return await self.poll_once(path, {"timeout": POLL_TIMEOUT_SECONDS, "max_tasks": max_tasks})
-
-    async def poll_once(self, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-        """One poll of ``path`` with ``body`` (this worker's identity and build added): the
-        tasks it answered with, none when it timed out empty."""
-        body = {"identity": self.identity, **body}
+        body: dict[str, Any] = {
+            "identity": self.identity,
+            "timeout": POLL_TIMEOUT_SECONDS,
+            "max_tasks": max_tasks,
+        }
         if self.version_stamp is not None:
             body["worker_version_capabilities"] = self.version_stamp
         answer = await self.client.transport.post(
             path,
             body,
             idempotent=False,
-            timeout=float(body["timeout"]) + 30,
+            timeout=POLL_TIMEOUT_SECONDS + 30,
         )
         if not answer:
             return []
         return list(answer["tasks"]) if "tasks" in answer else [answer]
-
-    @property
-    def stopping(self) -> bool:
-        """Whether :meth:`shutdown` has begun (no new work is asked for)."""
-        return self._stopping.is_set()
 
     @property
     def version_stamp(self) -> dict[str, Any] | None:

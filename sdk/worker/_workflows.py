@@ -23,7 +23,6 @@ from sdk._runtime.instance import (
 )
 from sdk._runtime.replayer import info_from_started_event
 from sdk.exceptions import ApplicationError, NondeterminismError
-from sdk.worker._due_timers import DueTimers
 from sdk.worker._run_ahead import RunAhead, TaskRunAhead
 from sdk.workflow import Info
 from sdk.workflow._definition import DYNAMIC, WorkflowDefinition
@@ -75,7 +74,6 @@ class WorkflowRunner:
         self.slots = asyncio.Semaphore(worker.max_concurrent_workflow_tasks)
         self.in_flight: set[asyncio.Task[None]] = set()
         self.ahead = RunAhead(self)
-        self.due_timers = DueTimers(self)
 
     def pollers(self, stopping: asyncio.Event) -> list[asyncio.Task[None]]:
         """Concurrent long polls split between the task queue and this worker's sticky queue.
@@ -331,9 +329,7 @@ class WorkflowRunner:
         elif answer is None or activation.completed:
             # Refused, or closed without word of it (a server that does not say): ask it.
             self.worker.client.local_closes.left(run_id)
-        recorded = (answer or {}).get("recorded_events")
-        self.ahead.note_recorded(run_id, instance, recorded)
-        self.due_timers.note(run_id, recorded)
+        self.ahead.note_recorded(run_id, instance, (answer or {}).get("recorded_events"))
         eager = list((answer or {}).get("activity_tasks") or [])
         runner = self.worker.activities
         for activity_task in eager[:reserved]:
@@ -380,7 +376,6 @@ class WorkflowRunner:
         )
 
     async def drain(self) -> None:
-        await self.due_timers.close()
         if self.in_flight:
             await asyncio.gather(*self.in_flight, return_exceptions=True)
 
