@@ -168,16 +168,31 @@ def end_leftover_sessions() -> None:
             )
 
 
+STACK_OWNER = "test-owner-1"
+
+
 @dataclass
 class Stack:
     url: str
     env: dict[str, str]
     group: ProcessGroup
+    owner: str = STACK_OWNER  # the name of the shard owner the stack keeps running
 
     @property
     def processes(self) -> list[subprocess.Popen[bytes]]:
-        """The running children in start order: frontend, the stack's shard owner, extras."""
+        """The children in start order: frontend, the first shard owner, extras."""
         return list(self.group.processes.values())
+
+    @property
+    def shard_owner(self) -> subprocess.Popen[bytes]:
+        """The stack's shard owner: the first, or the one that replaced it."""
+        return self.group.processes[f"shard_owner:{self.owner}"]
+
+    def replace_shard_owner(self, name: str) -> subprocess.Popen[bytes]:
+        """Start ``name`` as the stack's shard owner (the old one stopped by the caller)."""
+        started = self.start_shard_owner(name)
+        self.owner = name
+        return started
 
     def start_shard_owner(self, name: str) -> subprocess.Popen[bytes]:
         return self.group.add(shard_owner_process(name))
@@ -215,7 +230,7 @@ def stack(
     group = ProcessGroup(
         [
             frontend_process(port),
-            shard_owner_process("test-owner-1"),
+            shard_owner_process(STACK_OWNER),
             batch_runner_process("test-batch-runner-1", lease_seconds=3),
         ],
         env=env,

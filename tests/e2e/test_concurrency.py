@@ -136,7 +136,7 @@ def test_sigkilled_daemon_shards_are_taken_over(
     victim_shards = wait_until(owned, timeout=20, interval=0.1)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(5)
-    assert stack.processes[1].poll() is None  # the stack's own daemon keeps running
+    assert stack.shard_owner.poll() is None  # the stack's own daemon keeps running
 
     wids = _start_with_timers(api, worker, 20, 3, due=0.5)
 

@@ -110,7 +110,7 @@ def test_a_child_initiated_but_not_started_at_the_point_starts_once(
 ) -> None:
     parent_id, child_id = _wid("parent"), _wid("child")
     base_run = api.start(parent_id, worker.queue)["run_id"]
-    owner = stack.processes[1]  # the shard owner carries the child's start duty
+    owner = stack.shard_owner  # the shard owner carries the child's start duty
     owner.send_signal(signal.SIGSTOP)
     try:
         task = worker.poll_workflow_task()
@@ -204,7 +204,7 @@ def test_a_signal_without_an_outcome_at_the_point_is_sent_again_and_lands_once(
     parent_id, target_id = _wid("parent"), _wid("target")
     api.start(target_id, worker.queue + "-idle")
     api.start(parent_id, worker.queue)
-    owner = stack.processes[1]  # the shard owner carries the signal's send duty
+    owner = stack.shard_owner  # the shard owner carries the signal's send duty
     owner.send_signal(signal.SIGSTOP)
     try:
         send = command(

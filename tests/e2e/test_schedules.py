@@ -300,16 +300,14 @@ def test_a_shard_owner_that_was_down_fires_only_what_is_inside_the_catchup_windo
             schedule = _schedule(queue)
             schedule.policy.catchup_window = timedelta(seconds=10)
             handle = await client.create_schedule(_sid(), schedule)
-            owner = stack.processes[1]
+            owner = stack.shard_owner
             owner.terminate()  # SIGTERM: it releases its leases on the way out
             owner.wait(15)
             stopped_at = datetime.now(UTC)
             before = (await handle.describe()).info
             await asyncio.sleep(13)
             assert (await handle.describe()).info.num_actions == before.num_actions  # nobody fires
-            # keep the stack's layout: its shard owner stays processes[1]
-            stack.processes[1] = stack.start_shard_owner(f"owner-{uuid.uuid4().hex[:6]}")
-            stack.processes.pop()
+            stack.replace_shard_owner(f"owner-{uuid.uuid4().hex[:6]}")  # later tests use it
             for _ in range(300):  # the new daemon boots, claims the shards and catches up
                 if (await handle.describe()).info.num_actions > before.num_actions:
                     break
