@@ -78,7 +78,10 @@ class FailFastCheckout:
     waiting threads): a server that refuses it, or is not there, fails the checkout at
     once with the pool's ``PoolTimeout`` (a 503, :func:`chronicle.db.unavailable`, which
     then shortens the pool's wait for the rest of the outage). A server that answers, even
-    "too many clients", is merely busy: the checkout waits out the rest of its timeout.
+    "too many clients", is merely busy: the checkout waits out the rest of its timeout,
+    unless the pool's own connection attempts have been refused meanwhile, which starts an
+    outage of its own (:class:`chronicle.db.PoolConnection`) and answers the probe as out of
+    reach without asking.
     """
 
     def __init__(self, pool: ConnectionPool[Any], params: dict[str, Any]) -> None:

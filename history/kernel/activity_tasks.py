@@ -6,10 +6,11 @@ writes ``ActivityTaskStarted`` (late, with the final attempt) then the close eve
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
@@ -109,12 +110,24 @@ def _create_pending(
     return activity
 
 
+@functools.lru_cache(maxsize=32)
+def _model_fields_of(names: tuple[str, ...]) -> tuple[models.Field[Any, Any], ...]:
+    found = [PendingActivity._meta.get_field(name) for name in names]
+    return tuple(f for f in found if isinstance(f, models.Field))
+
+
+def _model_fields(names: list[str]) -> tuple[models.Field[Any, Any], ...]:
+    """The pending-activity fields of these names (cached: a few fixed lists ask)."""
+    return _model_fields_of(tuple(names))
+
+
 def save_activity_fields(activity: PendingActivity, fields: list[str]) -> None:
     """Write these fields of a stored row now, on its shard; a row this change added goes
     in whole."""
     if not activity._state.adding:
-        rows = PendingActivity.objects.filter(pk=activity.pk, shard_id=activity.shard_id)
-        rows.update(**{name: getattr(activity, name) for name in fields})
+        write = store.Write()
+        store.update_fields(write, activity, _model_fields(fields))
+        store.send(write)
 
 
 def restore_activity_txn(m: ExecutionMutation, scheduled_event_id: int, attrs: dict[str, Any]) -> None:
@@ -234,8 +247,7 @@ def record_activity_task_started_txn(
     """For matching: start the claimed attempt if still current; None if stale."""
     if not ex.is_running:
         return None
-    pending = PendingActivity.objects.filter(run=ex, shard_id=ex.shard_id)
-    activity = pending.filter(scheduled_event_id=scheduled_event_id).first()
+    activity = _lock_pending_activity(ex, scheduled_event_id)
     if activity is None or activity.attempt != attempt or activity.state != ActivityState.SCHEDULED:
         return None
     m = ExecutionMutation(ex, ex.namespace)

@@ -162,18 +162,25 @@ def update_changed_columns(write: Write, ex: WorkflowExecution) -> None:
         update_whole_rows(write, [ex])
         return
     changed = [f for f in EXECUTION_FIELDS if getattr(ex, f.attname) != saved[f.attname]]
-    if not changed:
-        return
-    pk = WorkflowExecution._meta.pk
-    assert pk is not None
-    assignments = ", ".join(f"{_quote(f.column)} = {typed_param(f)}" for f in changed)
+    if changed:
+        update_fields(write, ex, changed)
+
+
+def update_fields(write: Write, row: models.Model, fields: Sequence[models.Field[Any, Any]]) -> None:
+    """Add an ``UPDATE`` of these fields of a stored row, on its shard (fixed text per
+    model and fields, so the statement is prepared once: the ORM compiled it per call)."""
     db = _db()
-    params = [f.get_db_prep_save(getattr(ex, f.attname), db) for f in changed]
-    table = _quote(WorkflowExecution._meta.db_table)
-    write.add(
-        f"UPDATE {table} SET {assignments} WHERE {_quote(pk.column)} = %s AND shard_id = %s",
-        [*params, ex.pk, ex.shard_id],
-    )
+    params = [f.get_db_prep_save(getattr(row, f.attname), db) for f in fields]
+    write.add(_update_sql(type(row), tuple(fields)), [*params, row.pk, row.shard_id])  # type: ignore[attr-defined]
+
+
+@functools.lru_cache(maxsize=256)
+def _update_sql(model: type[models.Model], fields: tuple[models.Field[Any, Any], ...]) -> str:
+    pk = model._meta.pk
+    assert pk is not None
+    assignments = ", ".join(f"{_quote(f.column)} = {typed_param(f)}" for f in fields)
+    table = _quote(model._meta.db_table)
+    return f"UPDATE {table} SET {assignments} WHERE {_quote(pk.column)} = %s AND shard_id = %s"
 
 
 def update_whole_rows(write: Write, executions: Sequence[WorkflowExecution]) -> None:
