@@ -25,6 +25,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import DateTimeField
+from django.db.models.expressions import RawSQL
 
 from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
@@ -282,7 +284,9 @@ def fire_schedule_timers_txn(timer_ids: list[int], shard_ids: list[int]) -> int:
     transaction; return fired count.
 
     Schedules are locked before their timer rows, the order every schedule operation
-    uses; a row another transaction holds is left for the next pass.
+    uses; a row another transaction holds is left for the next pass. The shard owner fires
+    by the database's clock: the time the schedules' lock read decides what is due and
+    starts the runs it starts; a run it closes stamps the time its own lock read.
     """
     rows = TimerTask.objects.filter(shard_id__in=shard_ids, id__in=timer_ids)
     schedule_ids = sorted({sid for sid in rows.values_list("schedule_id", flat=True) if sid})
@@ -290,18 +294,21 @@ def fire_schedule_timers_txn(timer_ids: list[int], shard_ids: list[int]) -> int:
         Schedule.objects.select_for_update(of=("self",))
         .select_related("namespace")
         .filter(id__in=schedule_ids)
+        .annotate(locked_at=RawSQL("clock_timestamp()", [], output_field=DateTimeField()))
         .order_by("id")
     )
     locked = set(rows.select_for_update(skip_locked=True).values_list("schedule_id", flat=True))
-    now = clock.now()
-    fired = [s for s in schedules if s.id in locked]
+    fired: list[Schedule] = [s for s in schedules if s.id in locked]
+    if not fired:
+        return 0
+    now = clock.from_database(max(s.locked_at for s in schedules))  # once all are locked
     _replace_timers(fired, [_fire(schedule, now) for schedule in fired])
     return len(fired)
 
 
 def _fire(schedule: Schedule, now: datetime) -> TimerTask | None:
-    """Advance one schedule to now; return its next timer row (not yet written)."""
-    run = _Firing(schedule, now)
+    """Advance one schedule to now (the database's); return its next timer row (not yet written)."""
+    run = _Firing(schedule, now, database_time=True)
     run.refresh_running()
     run.drain_buffer()  # older times first: what waited for a run that closed goes before new ones
     more = run.take_due_times()
@@ -311,11 +318,13 @@ def _fire(schedule: Schedule, now: datetime) -> TimerTask | None:
 
 
 class _Firing:
-    """One transaction's work on one locked schedule."""
+    """One transaction's work on one locked schedule. ``database_time``: the shard owner's
+    firing, whose ``now`` is the database's (API calls keep this process's clock)."""
 
-    def __init__(self, schedule: Schedule, now: datetime) -> None:
+    def __init__(self, schedule: Schedule, now: datetime, *, database_time: bool = False) -> None:
         self.schedule = schedule
         self.now = now
+        self.database_time = database_time
         self.spec = compile_spec(schedule.spec)
         self.seed = f"{schedule.namespace_id}/{schedule.schedule_id}"
         self.overlap = str(schedule.policy.get("overlap") or "SKIP")
@@ -400,7 +409,7 @@ class _Firing:
             execution = lock_run(action["run_id"], shard_for(s.namespace_id, action["workflow_id"]))
             if not execution.is_running:
                 continue
-            mutation = ExecutionMutation(execution, execution.namespace)
+            mutation = ExecutionMutation(execution, execution.namespace, database_time=self.database_time)
             if terminate:
                 terminate_txn(
                     mutation, f"terminated by schedule {s.schedule_id} (overlap TERMINATE_OTHER)", None, ""
@@ -418,7 +427,9 @@ class _Firing:
         workflow_id = f"{s.action.get('workflow_id')}-{_id_time(nominal)}"
         try:
             result = start_workflow_execution_txn(
-                s.namespace, _start_request(s.action, workflow_id, actual, s.schedule_id)
+                s.namespace,
+                _start_request(s.action, workflow_id, actual, s.schedule_id),
+                now=self.now if self.database_time else None,
             )
         except ChronicleError as exc:
             log.info("schedule %s could not start %s: %s", s.schedule_id, workflow_id, exc)

@@ -8,11 +8,12 @@ the close of a run uses it too, for the chain's next run (:mod:`history.kernel.c
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode, invalid
@@ -121,13 +122,15 @@ def create_run(
     extra_start_attrs: dict[str, Any] | None = None,
     inherited_expiration: datetime | None = None,
     inherited_build_id: str | None = None,
+    now: datetime | None = None,
 ) -> ExecutionMutation:
     """Build the new run and its first events (not saved).
 
     The run is pinned to ``inherited_build_id`` when given (a retry or continue-as-new
-    on the same queue stays on its build), otherwise to the queue's current build.
+    on the same queue stays on its build), otherwise to the queue's current build. It
+    starts at ``now`` when given (the shard owner's database time), else by this process's clock.
     """
-    now = clock.now()
+    now = now or clock.now()
     run_id = uuid.uuid4()
     run_timeout = effective_run_timeout(req.execution_timeout, req.run_timeout)
     expiration = inherited_expiration or (
@@ -310,8 +313,13 @@ def start_workflow_execution(
     req: StartRequest,
     *,
     signal: tuple[str, list[Any], str] | None = None,
+    database_time: bool = False,
 ) -> StartResult:
-    """Start a run, honouring request-id dedup first, then the conflict and reuse policies."""
+    """Start a run, honouring request-id dedup first, then the conflict and reuse policies.
+
+    ``database_time`` (the shard owner starting a child) stamps the run by the database's
+    clock, read in the start's transaction once the id's latest run is locked.
+    """
     validate_start(namespace, req)
     if req.cron_schedule:
         # The first run starts now; its first workflow task waits for the next cron time.
@@ -327,7 +335,8 @@ def start_workflow_execution(
     for _ in range(3):
         try:
             with transaction.atomic(durable=True):
-                result = _start_txn(namespace, req, reuse, conflict, signal)
+                at = _database_now if database_time else None
+                result = _start_txn(namespace, req, reuse, conflict, signal, at=at)
                 crash_point("before_commit")
             crash_point("after_commit_before_reply")
             return result
@@ -336,15 +345,19 @@ def start_workflow_execution(
     raise ChronicleError(ErrorCode.CONFLICT, "concurrent starts of this workflow id; retry")
 
 
-def start_workflow_execution_txn(namespace: Namespace, req: StartRequest) -> StartResult:
+def start_workflow_execution_txn(
+    namespace: Namespace, req: StartRequest, *, now: datetime | None = None
+) -> StartResult:
     """Start a run inside the caller's transaction (a schedule's firing holds its own).
 
     A savepoint keeps a refused start (the id is running, the reuse policy says no)
-    from spoiling the caller's other writes.
+    from spoiling the caller's other writes. ``now``: the time the run starts at (the
+    shard owner's firing passes the database time it read), else this process's clock.
     """
     validate_start(namespace, req)
     with transaction.atomic():
-        return _start_txn(namespace, req, req.id_reuse_policy, req.id_conflict_policy or "FAIL", None)
+        reuse, conflict = req.id_reuse_policy, req.id_conflict_policy or "FAIL"
+        return _start_txn(namespace, req, reuse, conflict, None, at=now)
 
 
 def _lock_latest_run(namespace: Namespace, workflow_id: str) -> WorkflowExecution | None:
@@ -373,28 +386,35 @@ def _start_txn(
     reuse: str,
     conflict: str,
     signal: tuple[str, list[Any], str] | None,
+    *,
+    at: datetime | Callable[[], datetime] | None = None,
 ) -> StartResult:
+    """``at``: the time the start stamps (None: this process's clock), or how to read it once
+    the id's latest run is locked (:func:`_database_now`: after any event of that run)."""
     current = _lock_latest_run(namespace, req.workflow_id)
     if current is not None and req.request_id and current.create_request_id == req.request_id:
         return StartResult(str(current.run_id), started=True, created=False)
+    now = at() if callable(at) else at
     if current is not None and current.is_running:
         if conflict == "USE_EXISTING":
             if signal:
                 mutation = ExecutionMutation(current, namespace)
+                mutation.now = now or mutation.now
                 apply_signal(mutation, *signal, identity=req.identity)
                 mutation.save()
             return StartResult(str(current.run_id), started=False, created=False)
         if conflict == "FAIL":
             raise _already_started(current)
         min_interval = namespace.workflow_id_reuse_minimal_interval
-        if clock.now() - current.start_time < timedelta(seconds=min_interval):
+        if (now or clock.now()) - current.start_time < timedelta(seconds=min_interval):
             raise ChronicleError(
                 ErrorCode.BUSY_WORKFLOW,
                 f"the running run started less than {min_interval:g} s ago",
                 retry_after=max(1, int(min_interval)),
             )
-        new = create_run(namespace, req, signal=signal)
+        new = create_run(namespace, req, signal=signal, now=now)
         old = ExecutionMutation(current, namespace)
+        old.now = now or old.now
         terminate_txn(
             old,
             "TerminateIfRunning WorkflowIdReusePolicy",
@@ -410,7 +430,7 @@ def _start_txn(
             f"workflow id {req.workflow_id!r} was used before and the reuse policy {reuse} refuses it",
             details={"run_id": str(current.run_id), "start_request_id": current.create_request_id},
         )
-    mutation = create_run(namespace, req, signal=signal)
+    mutation = create_run(namespace, req, signal=signal, now=now)
     eager = None
     # A pinned run's first task belongs to its build's pollers; the caller's build is unknown.
     inline = req.request_eager_execution or bool(req.first_task_to)
@@ -424,6 +444,15 @@ def _start_txn(
     if inline and mutation.execution.wft_started_event_id:
         eager = build_workflow_task_response(mutation.execution, sticky=False).as_dict()
     return StartResult(str(mutation.execution.run_id), started=True, eager_workflow_task=eager)
+
+
+def _database_now() -> datetime:
+    """The workflow time by the database's clock, read now (one statement)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        row = cursor.fetchone()
+    at: datetime = row[0]
+    return clock.from_database(at)
 
 
 def _reuse_refuses(reuse: str, closed: WorkflowExecution) -> bool:

@@ -6,7 +6,9 @@ through its own kernel operation (made idempotent by a request id derived from t
 then, under the duty's shard fence, the outcome recorded on the asking run together with
 the row's deletion. A crash between the two repeats the first harmlessly.
 Each statement names its rows' shard: the duty's for the asking run, :func:`shard_for` of
-the other's identity for the other (docs/scale-out.md).
+the other's identity for the other (docs/scale-out.md). Every event a duty writes is
+stamped by the database's clock, the time its run's lock read (a child's start: read in
+its transaction), never by the owner's own clock, which may be off.
 """
 
 from __future__ import annotations
@@ -23,11 +25,8 @@ from django.db.models import QuerySet
 from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel._mutation import ExecutionMutation
-from history.kernel.client_operations import (
-    request_cancel_workflow_execution,
-    signal_workflow_execution,
-    terminate_workflow_execution,
-)
+from history.kernel.children import change_other_run
+from history.kernel.client_operations import apply_signal, request_cancel_txn, terminate_txn
 from history.kernel.locks import lock_run, shard_for
 from history.kernel.start import ParentLink, StartRequest, start_workflow_execution
 from history.kernel.timers import ShardFence, check_fence
@@ -86,7 +85,7 @@ def process_transfer(fence: ShardFence, timer_id: int) -> bool:
     except NotYet:
         with transaction.atomic(durable=True):
             check_fence(fence)
-            rows.filter(id=row.id).update(fire_at=clock.now() + RETRY_LATER)
+            rows.filter(id=row.id).update(fire_at=clock.database_now() + RETRY_LATER)
         return False
     return True
 
@@ -102,7 +101,7 @@ def _record(fence: ShardFence, row: TimerTask, apply: Callable[[ExecutionMutatio
         duty = TimerTask.objects.filter(id=row.id, shard_id=row.shard_id)
         if not duty.select_for_update().exists():
             return
-        mutation = ExecutionMutation(execution, execution.namespace)
+        mutation = ExecutionMutation(execution, execution.namespace, database_time=True)
         apply(mutation)
         duty.delete()
         mutation.save()
@@ -192,7 +191,7 @@ def _start_child_run(parent: WorkflowExecution, child: PendingChildExecution) ->
         ),
     )
     try:
-        return start_workflow_execution(parent.namespace, request).run_id, ""
+        return start_workflow_execution(parent.namespace, request, database_time=True).run_id, ""
     except ChronicleError as exc:
         if exc.code != ErrorCode.WORKFLOW_ALREADY_STARTED:
             raise
@@ -282,7 +281,7 @@ def _report_to_parent(child_run: WorkflowExecution) -> None:
             return
         if child.started_event_id == 0:
             raise NotYet  # ChildWorkflowExecutionStarted is still buffered in the parent
-        mutation = ExecutionMutation(parent, parent.namespace)
+        mutation = ExecutionMutation(parent, parent.namespace, database_time=True)
         event = child_close_event(child_run, child, parent.namespace.name, close_event=close_event)
         mutation.add_outside_event(*event)
         _children(parent).filter(id=child.id).delete()
@@ -354,6 +353,15 @@ def _apply_policy(parent: WorkflowExecution, child: PendingChildExecution) -> No
     external = {
         "external_workflow_execution": _execution_ref(parent.workflow_id, str(parent.run_id)),
     }
+    reason, identity = "by parent close policy", "history-service"
+    terminate = child.parent_close_policy == ParentClosePolicy.TERMINATE
+
+    def change(m: ExecutionMutation) -> None:
+        if terminate:
+            terminate_txn(m, reason, None, identity)
+        else:
+            request_cancel_txn(m, reason=reason, identity=identity, external=external)
+
     for _ in range(3):  # the child's chain may move on (continue-as-new) under us
         current = WorkflowExecution.objects.filter(
             namespace=namespace,
@@ -365,23 +373,7 @@ def _apply_policy(parent: WorkflowExecution, child: PendingChildExecution) -> No
         if current is None:
             return
         try:
-            if child.parent_close_policy == ParentClosePolicy.TERMINATE:
-                terminate_workflow_execution(
-                    namespace,
-                    workflow_id=child.workflow_id,
-                    run_id=str(current.run_id),
-                    reason="by parent close policy",
-                    identity="history-service",
-                )
-            else:
-                request_cancel_workflow_execution(
-                    namespace,
-                    workflow_id=child.workflow_id,
-                    run_id=str(current.run_id),
-                    reason="by parent close policy",
-                    identity="history-service",
-                    external=external,
-                )
+            change_other_run(namespace, child.workflow_id, current.run_id, change, running_only=terminate)
             return
         except ChronicleError as exc:
             if exc.code != ErrorCode.WORKFLOW_NOT_RUNNING:
@@ -425,27 +417,21 @@ def _deliver(source: WorkflowExecution, request: PendingExternalRequest) -> str:
     external = {
         "external_workflow_execution": _execution_ref(source.workflow_id, str(source.run_id)),
     }
-    try:
-        if request.kind == ExternalRequestKind.SIGNAL:
-            signal_workflow_execution(
-                source.namespace,
-                workflow_id=request.workflow_id,
-                run_id=str(current.run_id),
-                signal_name=request.signal_name,
-                input=request.input,
-                request_id=duty_request_id(source, request.initiated_event_id),
-                identity=f"workflow {source.workflow_id}",
-                external=external,
+    identity = f"workflow {source.workflow_id}"
+    signal = request.kind == ExternalRequestKind.SIGNAL
+
+    def change(m: ExecutionMutation) -> None:
+        if signal:
+            request_id = duty_request_id(source, request.initiated_event_id)
+            apply_signal(
+                m, request.signal_name, request.input, request_id, identity=identity, external=external
             )
         else:
-            request_cancel_workflow_execution(
-                source.namespace,
-                workflow_id=request.workflow_id,
-                run_id=str(current.run_id),
-                reason=request.reason,
-                identity=f"workflow {source.workflow_id}",
-                external={**external, "external_initiated_event_id": request.initiated_event_id},
-            )
+            cancel_by = {**external, "external_initiated_event_id": request.initiated_event_id}
+            request_cancel_txn(m, reason=request.reason, identity=identity, external=cancel_by)
+
+    try:
+        change_other_run(source.namespace, request.workflow_id, current.run_id, change, running_only=signal)
     except ChronicleError as exc:
         if exc.code == ErrorCode.LIMIT_EXCEEDED:
             return "SIGNAL_COUNT_LIMIT_EXCEEDED"
