@@ -34,6 +34,7 @@ from tests.conftest import (
     start_frontend,
     wait_until,
 )
+from tests.tenant_calls import TenantCalls
 
 POOL_TIMEOUT = 30.0  # the default, for a busy pool: no call of an outage may wait it out
 
@@ -152,19 +153,8 @@ def test_an_unreachable_database_is_a_fast_json_503_and_calls_recover(
     frontend: str, relay: Relay, make_tenant: Callable[..., Tenant]
 ) -> None:
     tenant = make_tenant()
-    client = httpx.Client(
-        base_url=f"{frontend}/api/v1/namespaces/{tenant.namespace}/",
-        headers={"Authorization": f"Bearer {tenant.keys['all']}"},
-        timeout=POOL_TIMEOUT + 20,
-    )
-
-    def start(workflow_id: str) -> httpx.Response:
-        return client.post(
-            "workflows", json={"workflow_id": workflow_id, "workflow_type": "T", "task_queue": "q"}
-        )
-
-    def listing() -> httpx.Response:
-        return client.get("workflows")
+    calls = TenantCalls(frontend, tenant, timeout=POOL_TIMEOUT + 20)
+    start, listing = calls.start, calls.listing
 
     assert start("before").status_code == 201
     relay.cut()
@@ -194,11 +184,7 @@ def test_a_busy_pool_still_waits_for_its_connection(
     run's row, locked here): the next call waits past the reachability probe for the
     connection, and is served, instead of getting a 503."""
     tenant = make_tenant()
-    client = httpx.Client(
-        base_url=f"{one_connection_frontend}/api/v1/namespaces/{tenant.namespace}/",
-        headers={"Authorization": f"Bearer {tenant.keys['all']}"},
-        timeout=POOL_TIMEOUT + 20,
-    )
+    client = TenantCalls(one_connection_frontend, tenant, timeout=POOL_TIMEOUT + 20).client
     workflow_id = f"busy-{uuid.uuid4().hex[:8]}"
     body = {"workflow_id": workflow_id, "workflow_type": "T", "task_queue": "q"}
     assert client.post("workflows", json=body).status_code == 201

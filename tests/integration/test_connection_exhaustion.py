@@ -45,6 +45,7 @@ from chronicle.db import (
 from history.models import WorkflowExecution
 from tests.conftest import Tenant, database_conninfo, database_url, free_port, wait_until
 from tests.e2e.test_database_outage import POOL_TIMEOUT, running_frontend, timed
+from tests.tenant_calls import TenantCalls
 
 # F17: 2 s, and 0.5 s for the HTTP round trip on a loaded test machine (the fault harness's
 # bound, bench/faults/faults_db.py, is the same).
@@ -117,19 +118,8 @@ def test_calls_are_answered_fast_while_the_slots_are_taken_and_served_after(
     frontend_as_role: str, limited_role: str, make_tenant: Callable[..., Tenant]
 ) -> None:
     tenant = make_tenant()
-    client = httpx.Client(
-        base_url=f"{frontend_as_role}/api/v1/namespaces/{tenant.namespace}/",
-        headers={"Authorization": f"Bearer {tenant.keys['all']}"},
-        timeout=POOL_TIMEOUT + 20,
-    )
-
-    def start(workflow_id: str) -> httpx.Response:
-        return client.post(
-            "workflows", json={"workflow_id": workflow_id, "workflow_type": "T", "task_queue": "q"}
-        )
-
-    def listing() -> httpx.Response:
-        return client.get("workflows")
+    calls = TenantCalls(frontend_as_role, tenant, timeout=POOL_TIMEOUT + 20)
+    client, start, listing = calls.client, calls.start, calls.listing
 
     assert start(f"before-{uuid.uuid4().hex[:8]}").status_code == 201
     with ExitStack() as held:
