@@ -99,6 +99,7 @@ class WakeupHub:
         """
         loop = asyncio.get_running_loop()
         lost: asyncio.Future[None] = loop.create_future()
+        socket = pgconn.socket
 
         def on_readable() -> None:
             try:
@@ -116,7 +117,6 @@ class WakeupHub:
             # raise: seen when the loop closes while notifications arrive. Waiting now
             # would hold the closing loop forever; honour it.
             raise asyncio.CancelledError
-        socket = pgconn.socket
         loop.add_reader(socket, on_readable)
         try:
             await lost

@@ -111,14 +111,10 @@ def _create_pending(
 
 
 @functools.lru_cache(maxsize=32)
-def _model_fields_of(names: tuple[str, ...]) -> tuple[models.Field[Any, Any], ...]:
+def _model_fields(names: tuple[str, ...]) -> tuple[models.Field[Any, Any], ...]:
+    """The pending-activity fields of these names (cached: a few fixed lists ask)."""
     found = [PendingActivity._meta.get_field(name) for name in names]
     return tuple(f for f in found if isinstance(f, models.Field))
-
-
-def _model_fields(names: list[str]) -> tuple[models.Field[Any, Any], ...]:
-    """The pending-activity fields of these names (cached: a few fixed lists ask)."""
-    return _model_fields_of(tuple(names))
 
 
 def save_activity_fields(activity: PendingActivity, fields: list[str]) -> None:
@@ -126,7 +122,7 @@ def save_activity_fields(activity: PendingActivity, fields: list[str]) -> None:
     in whole."""
     if not activity._state.adding:
         write = store.Write()
-        store.update_fields(write, activity, _model_fields(fields))
+        store.update_fields(write, activity, _model_fields(tuple(fields)))
         store.send(write)
 
 
