@@ -134,6 +134,13 @@ ENDPOINTS = [
         kernel.respond_query_task_completed,
         _empty,
     ),
+    Endpoint(
+        "reset-sticky-task-queue",
+        "Send a run's next workflow task to the normal queue (the worker dropped it from its cache)",
+        bodies.ResetStickyTaskQueueRequest,
+        kernel.reset_sticky_task_queue,
+        _empty,
+    ),
 ]
 
 

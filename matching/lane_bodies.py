@@ -9,6 +9,7 @@ out from it too, in the words the DRF serializers these structs replaced used
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
@@ -171,3 +172,11 @@ class QueryTaskAnswerRequest(Body, kw_only=True):
     task_token: Token
     answer: Any = UNSET
     error_message: Annotated[str, msgspec.Meta(max_length=100_000)] = ""
+
+
+class ResetStickyTaskQueueRequest(Body, kw_only=True):
+    """Temporal's ResetStickyTaskQueue: a run the worker dropped from its cache, whose next
+    workflow task should go to the normal queue (with the whole history)."""
+
+    workflow_id: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+    run_id: uuid.UUID

@@ -49,6 +49,7 @@ from history.kernel.schedules import (
     update_schedule,
 )
 from history.kernel.start import StartRequest, StartResult, start_workflow_execution
+from history.kernel.sticky import reset_sticky_task_queue
 from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
 from history.kernel.tokens import TaskScope
 from history.kernel.updates import (
@@ -93,6 +94,7 @@ __all__ = [
     "record_workflow_task_started_txn",
     "report_activity_task_completed",
     "request_cancel_workflow_execution",
+    "reset_sticky_task_queue",
     "reset_workflow_execution",
     "respond_activity_task_canceled",
     "respond_activity_task_completed",
