@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
+from history.kernel.cursors import bound_cursor as bound_cursor  # the kernel calls it as store.bound_cursor
 from history.models import WorkflowExecution
 
 EXECUTION_FIELDS = [f for f in WorkflowExecution._meta.concrete_fields if not f.primary_key]
@@ -230,63 +230,6 @@ def send(write: Write) -> None:
         cursor.execute(sql, write.params)
         if write.returning:
             _assign_ids([rows for _, rows in write.returning], cursor.fetchall())
-
-
-@functools.lru_cache(maxsize=1024)
-def _numbered(sql: str) -> str:
-    """``sql`` with its ``%s`` placeholders numbered as PostgreSQL writes them (``$1``...).
-
-    psycopg finds a statement's placeholders by scanning its text, and remembers the scan
-    only for short statements of few parameters; a write is neither, so it was scanned on
-    every call. Numbered once here (the shapes are few), the text goes as it is. No kernel
-    statement holds a literal ``%`` or a named placeholder.
-    """
-    pieces = sql.split("%s")
-    return "".join(f"{piece}${i}" for i, piece in enumerate(pieces[:-1], start=1)) + pieces[-1]
-
-
-def bound_cursor() -> Any:
-    """A cursor of Django's current connection (its transaction, its query logging) that
-    sends parameters apart from the statement, as PostgreSQL's extended protocol does.
-
-    Django's cursors bind on the client: psycopg parses the statement and quotes every
-    value into it in Python, which for a write of a few hundred rows cost more than
-    PostgreSQL spent on it. Bound apart, a statement's text is parsed by psycopg once per
-    process and, prepared, planned by PostgreSQL once per connection: a write's text
-    depends on its parts and columns, and on its number of rows only up to ``FEW_ROWS``,
-    so the shapes are few.
-    """
-    db = _db()
-    db.ensure_connection()
-    db.validate_thread_sharing()
-    if db.queries_logged:
-        # Django's query log (DEBUG, a test capturing queries) reads a statement's text,
-        # which psycopg keeps only for a statement it sends whole: logged ones go unprepared.
-        return db.make_debug_cursor(_LoggedCursor(db.connection))
-    return db.make_cursor(_PreparingCursor(db.connection))
-
-
-class _PreparingCursor(psycopg.RawCursor[Any]):
-    """A cursor whose statements are numbered (:func:`_numbered`) and prepared on their
-    first run (Django's wrapper, which logs and counts them, passes no ``prepare``); each
-    stays in the connection's cache of prepared statements, up to psycopg's limit of a
-    hundred."""
-
-    _prepare = True
-
-    def execute(
-        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
-    ) -> Any:
-        return super().execute(
-            _numbered(query), params, prepare=self._prepare if prepare is None else prepare, binary=binary
-        )
-
-
-class _LoggedCursor(_PreparingCursor):
-    """A cursor whose statements go whole, never prepared, so Django's query log has their
-    text: even one an unlogged run on the same connection prepared earlier."""
-
-    _prepare = False
 
 
 def _final_reads(write: Write, names: list[str]) -> str:

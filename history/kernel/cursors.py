@@ -1,0 +1,136 @@
+"""The cursors the kernel's fixed SQL runs on: parameters bound apart, statements
+prepared, and each statement's cursor kept with its connection.
+
+Django's cursors bind on the client: psycopg parses the statement and quotes every value
+into it in Python, which for a write of a few hundred rows cost more than PostgreSQL spent
+on it. Bound apart, a statement's text is parsed by psycopg once per process and,
+prepared, planned by PostgreSQL once per connection.
+
+A new psycopg cursor also starts with a new adaptation context, which looks up and builds
+a loader for every column of each result and a dumper for every parameter type: for the
+run row's seventy columns, more than the statement's own round trip cost in Python. A
+cursor that runs the same statement text again keeps its context (psycopg keeps it while
+the query object is the same), so each connection keeps one cursor per statement text
+(:class:`StatementCursors`), and a kernel statement finds its loaders and dumpers ready.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections import OrderedDict
+from threading import Lock
+from typing import Any
+
+import psycopg
+from django.db import DEFAULT_DB_ALIAS, connections
+
+# Statement texts whose cursors one connection keeps (the kernel has a few dozen shapes).
+KEPT_PER_CONNECTION = 128
+
+
+@functools.lru_cache(maxsize=1024)
+def numbered(sql: str) -> str:
+    """``sql`` with its ``%s`` placeholders numbered as PostgreSQL writes them (``$1``...).
+
+    psycopg finds a statement's placeholders by scanning its text, and remembers the scan
+    only for short statements of few parameters; a write is neither, so it was scanned on
+    every call. Numbered once here (the shapes are few), the text goes as it is. No kernel
+    statement holds a literal ``%`` or a named placeholder. The cache also hands back the
+    same string object for the same text, which is what lets a kept cursor keep its
+    adaptation context (psycopg compares the query by identity).
+    """
+    pieces = sql.split("%s")
+    return "".join(f"{piece}${i}" for i, piece in enumerate(pieces[:-1], start=1)) + pieces[-1]
+
+
+class PreparingCursor(psycopg.RawCursor[Any]):
+    """A cursor whose statements are numbered (:func:`numbered`) and prepared on their
+    first run (Django's wrapper, which logs and counts them, passes no ``prepare``); each
+    stays in the connection's cache of prepared statements, up to psycopg's limit of a
+    hundred."""
+
+    prepare_statements = True
+
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
+    ) -> Any:
+        prepare = self.prepare_statements if prepare is None else prepare
+        return super().execute(numbered(query), params, prepare=prepare, binary=binary)
+
+
+class LoggedCursor(PreparingCursor):
+    """A cursor whose statements go whole, never prepared, so Django's query log has their
+    text: even one an unlogged run on the same connection prepared earlier."""
+
+    prepare_statements = False
+
+
+class StatementCursors:
+    """One connection's kept cursors, one per statement text, behind one cursor's face.
+
+    Django's wrapper calls :meth:`execute`, then reads results (``fetchone``,
+    ``rowcount``...) from the cursor that ran the statement last, and closes it when its
+    ``with`` block ends: closing only drops that cursor's results, so the cursor, and its
+    adaptation context, serve the statement's next run. A connection is used by one thread
+    at a time, so its cursors are too.
+    """
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self._connection = connection
+        self._by_text: OrderedDict[str, PreparingCursor] = OrderedDict()
+        self._current: PreparingCursor | None = None
+
+    def execute(
+        self, query: str, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
+    ) -> Any:
+        cursor = self._by_text.get(query)
+        if cursor is None:
+            cursor = self._by_text[query] = PreparingCursor(self._connection)
+            if len(self._by_text) > KEPT_PER_CONNECTION:
+                self._by_text.popitem(last=False)[1].close()
+        else:
+            self._by_text.move_to_end(query)
+        self._current = cursor
+        return cursor.execute(query, params, prepare=prepare, binary=binary)
+
+    def close(self) -> None:
+        """Drop the last statement's results (a history page may be large); keep the
+        cursors and their loaders and dumpers."""
+        if self._current is not None:
+            self._current._reset()
+            self._current._tx.set_pgresult(None, set_loaders=False)
+            self._current = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._current is None:
+            raise psycopg.InterfaceError("no statement has run on this cursor")
+        return getattr(self._current, name)
+
+
+_kept: weakref.WeakKeyDictionary[psycopg.Connection[Any], StatementCursors] = weakref.WeakKeyDictionary()
+_kept_lock = Lock()
+
+
+def _statement_cursors(connection: psycopg.Connection[Any]) -> StatementCursors:
+    """The connection's kept cursors (made on its first kernel statement; they go with it
+    back to the pool and are dropped with it)."""
+    cursors = _kept.get(connection)
+    if cursors is None:
+        with _kept_lock:
+            cursors = _kept.setdefault(connection, StatementCursors(connection))
+    return cursors
+
+
+def bound_cursor() -> Any:
+    """A cursor of Django's current connection (its transaction, its query logging) that
+    sends parameters apart from the statement, as PostgreSQL's extended protocol does, on
+    the connection's kept cursor for each statement text."""
+    db: Any = connections[DEFAULT_DB_ALIAS]  # the backend's wrapper takes any DB-API cursor
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    if db.queries_logged:
+        # Django's query log (DEBUG, a test capturing queries) reads a statement's text,
+        # which psycopg keeps only for a statement it sends whole: logged ones go unprepared.
+        return db.make_debug_cursor(LoggedCursor(db.connection))
+    return db.make_cursor(_statement_cursors(db.connection))
