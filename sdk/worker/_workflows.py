@@ -73,6 +73,8 @@ class WorkflowRunner:
         self.sticky_queue = f"{worker.task_queue}-sticky-{uuid.uuid4().hex[:12]}"
         self.slots = asyncio.Semaphore(worker.max_concurrent_workflow_tasks)
         self.in_flight: set[asyncio.Task[None]] = set()
+        # Sticky-queue resets on their way, for runs evicted from the cache (kept until sent).
+        self.resets: set[asyncio.Task[dict[str, Any] | None]] = set()
         self.ahead = RunAhead(self)
 
     def pollers(self, stopping: asyncio.Event) -> list[asyncio.Task[None]]:
@@ -218,9 +220,23 @@ class WorkflowRunner:
         self.cache[run_id] = instance
         self.cache.move_to_end(run_id)
         while len(self.cache) > self.worker.max_cached_workflows:
-            evicted, _ = self.cache.popitem(last=False)
+            evicted, gone = self.cache.popitem(last=False)
             self.ahead.forget(evicted)
             self.worker.client.local_closes.left(evicted)
+            self._reset_sticky(gone.info)
+
+    def _reset_sticky(self, run: Info) -> None:
+        """Tell the server this worker no longer caches ``run`` (Temporal's
+        ResetStickyTaskQueue), so its next task goes to the normal queue with the whole
+        history instead of to this sticky queue with only the new events, which would cost
+        a fetch of the history before the replay. Sent in the background, as a report (so
+        batched with the others on their way); ``report`` logs a failure."""
+        path = f"/task-queues/{quote(self.worker.task_queue, safe='')}/reset-sticky-task-queue"
+        sending = asyncio.create_task(
+            self.worker.report(path, {"workflow_id": run.workflow_id, "run_id": run.run_id})
+        )
+        self.resets.add(sending)
+        sending.add_done_callback(self.resets.discard)
 
     async def _run_task(self, task: dict[str, Any]) -> None:
         run_id = task["workflow_execution"]["run_id"]
@@ -378,6 +394,8 @@ class WorkflowRunner:
     async def drain(self) -> None:
         if self.in_flight:
             await asyncio.gather(*self.in_flight, return_exceptions=True)
+        if self.resets:
+            await asyncio.gather(*self.resets, return_exceptions=True)
 
 
 def answer_query(instance: WorkflowInstance, query: dict[str, Any], query_id: str = "") -> dict[str, Any]:
