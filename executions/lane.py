@@ -40,7 +40,7 @@ from executions.lane_bodies import (
 from executions.lane_updates import ROUTES as UPDATE_ROUTES
 from history import kernel
 from history.kernel.wakeups import close_wakeup_key, task_wakeup_key
-from history.models import ExecutionStatus, TaskKind, WorkflowExecution
+from history.models import ExecutionStatus, TaskKind
 from matching.longpoll import hub
 from matching.sync_match import waiting_polls
 from namespaces.auth import access_namespace, api_key_from_header
@@ -159,47 +159,58 @@ def signal(call: Call) -> Reply:
 
 @dataclass
 class HistoryRead:
-    """One history read: the run, what was asked, and what has been read so far.
+    """One history read: the run, what was asked, and the last page read.
 
-    Its methods run on the pool; between them, a long-poll waits on the event loop.
+    Each look reads the run's status and the page in one statement
+    (``selectors.history_read``), so a page that says the run closed holds its close event
+    (a follower stops on it) with no second read. Its methods run on the pool; between
+    them, a long-poll waits on the event loop.
     """
 
-    execution: WorkflowExecution
+    execution: selectors.RunKey  # the run as the last look saw it
     params: HistoryParams
     events: list[dict[str, Any]]
     cursor: int | None = None
     conninfo: str = ""  # the LISTEN connection's, read on the pool when the read may wait
+
+    @classmethod
+    def first(cls, ns: Namespace, workflow_id: str, run_id: str | None, params: HistoryParams) -> HistoryRead:
+        """The run (404 unless it is in ``ns``) and its first page."""
+        page = _history_read(ns.pk, workflow_id, run_id, params)
+        return cls(page.run, params, page.events, page.cursor)
 
     def wakeup_key(self) -> str:
         return str(self.execution.run_id)
 
     def waits(self) -> bool:
         """Whether the answer is still to come: the run runs and has nothing new yet."""
-        return self.execution.is_running and not self.events
+        return self.execution.status == ExecutionStatus.RUNNING and not self.events
 
     def look(self) -> bool:
-        """Read again what the read waits for; True once it is there."""
-        self.events, self.cursor = selectors.history_page(
-            self.execution, after_event_id=self.params.after_event_id, page_size=self.params.page_size
-        )
+        """Read the run and its page again; True once the page has events."""
+        ex = self.execution
+        page = _history_read(ex.namespace_id, ex.workflow_id, ex.run_id, self.params)
+        self.execution, self.events, self.cursor = page.run, page.events, page.cursor
         return bool(self.events)
 
     def take(self, detail: str) -> None:
         """A history read wants every event, which no notification carries: it reads them."""
 
     async def answer(self, trips: Trips) -> Reply:
-        return await trips.run(self._page)
+        """After a wait: the last look's page if it found something; else a last look, as
+        the wait may have ended well after the look before it."""
+        if self.waits():
+            return await trips.run(self._page)
+        return self.reply()
 
     def _page(self) -> Reply:
+        self.look()
+        return self.reply()
+
+    def reply(self) -> Reply:
         ex = self.execution
-        was_running = ex.is_running
-        ex.refresh_from_db(from_queryset=WorkflowExecution.objects.filter(shard_id=ex.shard_id))
-        if was_running and not ex.is_running:
-            # Closed since the events were read: read them again, after the status, so a
-            # page that says the run closed holds its close (a follower stops on it).
-            self.look()
-        return _history_reply(
-            self.events, self.cursor, self.execution.status, self.execution.run_id, self.execution.new_run_id
+        return Reply(
+            200, encode(_history_page(self.events, self.cursor, ex.status, ex.run_id, ex.new_run_id))
         )
 
 
@@ -235,6 +246,9 @@ class CloseRead:
         )
 
     async def answer(self, trips: Trips) -> Reply:
+        return self.reply()
+
+    def reply(self) -> Reply:
         return Reply(200, encode(self.page()))
 
     def page(self) -> dict[str, Any]:
@@ -244,10 +258,12 @@ class CloseRead:
         return _history_page(events, None, run.status, run.run_id, run.new_run_id)
 
 
-def _history_reply(
-    events: list[dict[str, Any]], cursor: int | None, status: str, run_id: object, new_run_id: object
-) -> Reply:
-    return Reply(200, encode(_history_page(events, cursor, status, run_id, new_run_id)))
+def _history_read(
+    namespace_id: uuid.UUID, workflow_id: str, run_id: str | uuid.UUID | None, params: HistoryParams
+) -> selectors.HistoryPage:
+    return selectors.history_read(
+        namespace_id, workflow_id, run_id, after_event_id=params.after_event_id, page_size=params.page_size
+    )
 
 
 def _history_page(
@@ -262,8 +278,9 @@ def _history_page(
     }
 
 
-def _read_history(call: Call) -> tuple[HistoryParams, HistoryRead | CloseRead]:
-    """The gate, the query, the run and the first read."""
+def _read_history(call: Call) -> Reply | tuple[HistoryParams, HistoryRead | CloseRead]:
+    """The gate, the query, the run and the first read; for a read that does not wait, its
+    answer too, built here: one trip to the pool."""
     _, ns = _gate(call, "GET", "HEAD")
     params = history_params(call.query)
     path_run_id = call.params.get("run_id")
@@ -271,25 +288,26 @@ def _read_history(call: Call) -> tuple[HistoryParams, HistoryRead | CloseRead]:
     if path_run_id is not None and query_run_id is not None and query_run_id != path_run_id:
         raise invalid("run_id in the query differs from the run in the path")
     run_id = path_run_id or query_run_id
-    conninfo = listen_conninfo() if params.wait_new_event else ""
+    workflow_id = call.params["workflow_id"]
     read: HistoryRead | CloseRead
     if params.history_event_filter_type == "CLOSE_EVENT":
-        workflow_id = call.params["workflow_id"]
-        read = CloseRead(ns, workflow_id, selectors.run_close(ns, workflow_id, run_id), conninfo=conninfo)
+        read = CloseRead(ns, workflow_id, selectors.run_close(ns, workflow_id, run_id))
     else:
-        execution = selectors.execution_get(ns, call.params["workflow_id"], run_id)
-        read = HistoryRead(execution, params, [], conninfo=conninfo)
-        read.look()
+        read = HistoryRead.first(ns, workflow_id, run_id, params)
+    if not params.wait_new_event:
+        return read.reply()
+    read.conninfo = listen_conninfo()
     return params, read
 
 
 async def history(call: Call, trips: Trips) -> Reply:
     """Page through a run's history; with ``wait_new_event``, wait for new events (or, for
     ``CLOSE_EVENT``, for the close) up to the caller's timeout capped by the server's."""
-    params, read = await trips.run(_read_history, call)
-    if params.wait_new_event:
-        limit = engine_settings().history_wait_seconds
-        await _wait(read, params.timeout or limit, trips)
+    first = await trips.run(_read_history, call)
+    if isinstance(first, Reply):
+        return first
+    params, read = first
+    await _wait(read, params.timeout or engine_settings().history_wait_seconds, trips)
     return await read.answer(trips)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from chronicle.errors import ChronicleError, ErrorCode, invalid, not_found
 from executions import page_tokens, visibility
@@ -34,10 +34,7 @@ def execution_get(namespace: Namespace, workflow_id: str, run_id: str | None) ->
         namespace=namespace, workflow_id=workflow_id, shard_id=shard_for(namespace.id, workflow_id)
     )
     if run_id:
-        try:
-            qs = qs.filter(run_id=uuid.UUID(run_id))
-        except ValueError:
-            raise invalid("run_id must be a UUID") from None
+        qs = qs.filter(run_id=_run_uuid(run_id))
     execution = qs.order_by("-start_time").first()
     if execution is None:
         raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
@@ -104,7 +101,7 @@ def history_page(
     ex: WorkflowExecution, *, after_event_id: int, page_size: int
 ) -> tuple[list[dict[str, Any]], int | None]:
     """Events after ``after_event_id``; the second value is the next page's cursor."""
-    page_size = max(1, min(page_size, HISTORY_MAX_PAGE))
+    page_size = _page_size(page_size)
     events = list(
         HistoryEvent.objects.filter(run=ex, shard_id=ex.shard_id, event_id__gt=after_event_id).order_by(
             "event_id"
@@ -113,6 +110,10 @@ def history_page(
     more = len(events) > page_size
     events = events[:page_size]
     return [serialize_event(e) for e in events], (events[-1].event_id if more else None)
+
+
+def _page_size(asked: int) -> int:
+    return max(1, min(asked, HISTORY_MAX_PAGE))
 
 
 def execution_list(
@@ -230,10 +231,7 @@ def run_close(namespace: Namespace, workflow_id: str, run_id: str | None) -> Run
     params: list[Any] = [ExecutionStatus.RUNNING.value, namespace.pk, workflow_id, shard]
     sql = _RUN_CLOSE_LATEST
     if run_id:
-        try:
-            params.append(uuid.UUID(run_id))
-        except ValueError:
-            raise invalid("run_id must be a UUID") from None
+        params.append(_run_uuid(run_id))
         sql = _RUN_CLOSE_GIVEN
     with store.bound_cursor() as cursor:
         cursor.execute(sql, params)
@@ -256,3 +254,106 @@ _RUN_CLOSE = (
 )
 _RUN_CLOSE_LATEST = _RUN_CLOSE.format(which="")
 _RUN_CLOSE_GIVEN = _RUN_CLOSE.format(which="AND e.run_id = %s")
+
+
+def _run_uuid(run_id: str | uuid.UUID) -> uuid.UUID:
+    """A run id from the path as a UUID (400 if it is none)."""
+    if isinstance(run_id, uuid.UUID):
+        return run_id
+    try:
+        return uuid.UUID(run_id)
+    except ValueError:
+        raise invalid("run_id must be a UUID") from None
+
+
+class RunKey(Protocol):
+    """What a history read needs of a run to read it again: its identity and the status
+    its page reports (a stored run, or the :class:`RunHead` a read returned)."""
+
+    @property
+    def namespace_id(self) -> uuid.UUID: ...
+    @property
+    def workflow_id(self) -> str: ...
+    @property
+    def run_id(self) -> uuid.UUID: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def new_run_id(self) -> uuid.UUID | None: ...
+
+
+@dataclass(frozen=True)
+class RunHead:
+    """A run as a history read saw it, in the same snapshot as the page read with it."""
+
+    namespace_id: uuid.UUID
+    workflow_id: str
+    run_id: uuid.UUID
+    status: str
+    new_run_id: uuid.UUID | None
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """A run and a page of its events, read together; ``cursor`` is the next page's
+    ``after_event_id`` (None on the last page)."""
+
+    run: RunHead
+    events: list[dict[str, Any]]
+    cursor: int | None
+
+
+def history_read(
+    namespace_id: uuid.UUID,
+    workflow_id: str,
+    run_id: str | uuid.UUID | None,
+    *,
+    after_event_id: int,
+    page_size: int,
+) -> HistoryPage:
+    """The given run (else the latest of ``workflow_id``) in ``namespace_id``, and its
+    events after ``after_event_id``, in one fixed, prepared statement.
+
+    A worker that lost a run reads its whole history, a thousand at once when timers fall
+    due together: the run by the ORM, its events, then its status again (so a page saying
+    "closed" held the close) were three statements and two trips. One statement reads one
+    snapshot, so the status and the events agree by construction: a run whose status says
+    closed has its close event committed with it, and one that closes after the read is
+    reported running, for its follower to read again.
+    """
+    size = _page_size(page_size)
+    params: list[Any] = [namespace_id, workflow_id, shard_for(namespace_id, workflow_id)]
+    sql = _HISTORY_READ_LATEST
+    if run_id:
+        params.append(_run_uuid(run_id))
+        sql = _HISTORY_READ_GIVEN
+    params += [after_event_id, size + 1]
+    with store.bound_cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if not rows:
+        raise ChronicleError(ErrorCode.NOT_FOUND, f"workflow execution {workflow_id!r} not found")
+    found_run, status, new_run_id = rows[0][:3]
+    run = RunHead(namespace_id, workflow_id, found_run, status, new_run_id)
+    if rows[0][3] is None:  # the run, without an event after the cursor
+        return HistoryPage(run, [], None)
+    events = [event_dict(i, kind, at, json.loads(attrs)) for _, _, _, i, kind, at, attrs in rows[:size]]
+    return HistoryPage(run, events, events[-1]["event_id"] if len(rows) > size else None)
+
+
+# The run (the newest matching, as the ORM's ``order_by("-start_time").first()`` read it),
+# then its events by the per-run index, a row each (the run's columns repeated), or one
+# row of NULL events if it has none after the cursor.
+_HISTORY_READ = (
+    "WITH r AS (SELECT e.run_id, e.shard_id, e.status, e.new_run_id "
+    f"FROM {WorkflowExecution._meta.db_table} e "
+    "WHERE e.namespace_id = %s AND e.workflow_id = %s AND e.shard_id = %s {which} "
+    "ORDER BY e.start_time DESC LIMIT 1) "
+    "SELECT r.run_id, r.status, r.new_run_id, h.event_id, h.event_type, h.event_time, h.attributes "
+    "FROM r LEFT JOIN LATERAL (SELECT event_id, event_type, event_time, attributes "
+    f"FROM {HistoryEvent._meta.db_table} "
+    "WHERE run_id = r.run_id AND shard_id = r.shard_id AND event_id > %s ORDER BY event_id LIMIT %s"
+    ") h ON true ORDER BY h.event_id"
+)
+_HISTORY_READ_LATEST = _HISTORY_READ.format(which="")
+_HISTORY_READ_GIVEN = _HISTORY_READ.format(which="AND e.run_id = %s")
