@@ -10,15 +10,10 @@ two shards.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.db import transaction
-
-from chronicle.errors import ChronicleError, ErrorCode, not_found
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.command_checks import CommandRejected, require_name, require_seconds, type_name
-from history.kernel.locks import lock_run, shard_for
 from history.kernel.retry import normalize_retry_policy
 from history.kernel.start import REUSE_POLICIES
 from history.models import (
@@ -28,9 +23,6 @@ from history.models import (
     TimerKind,
 )
 from history.vocabulary import EventType
-
-if TYPE_CHECKING:
-    from namespaces.models import Namespace
 
 MAX_PENDING_EXTERNAL_REQUESTS = 2_000  # Temporal's limit.numPendingSignals / numPendingCancelRequests
 
@@ -268,30 +260,3 @@ def restore_external_request(
         bool(a.get("child_workflow_only")),
         **fields,
     )
-
-
-def change_other_run(
-    namespace: Namespace,
-    workflow_id: str,
-    run_id: uuid.UUID,
-    change: Callable[[ExecutionMutation], None],
-    *,
-    running_only: bool = True,
-) -> None:
-    """A duty's change to another workflow's run (a signal, cancel request or terminate the
-    shard owner carries), in that run's own transaction, stamped with the time its lock read.
-
-    The owner's clock may be off, and the run's other events carry the frontends' and the
-    owner's database times; the API calls that make the same changes keep their own clock.
-    NotFound when the run is gone; WorkflowNotRunning when it closed and ``running_only``.
-    """
-    with transaction.atomic(durable=True):
-        try:
-            execution = lock_run(run_id, shard_for(namespace.id, workflow_id))
-        except ChronicleError:
-            raise not_found(f"workflow execution {workflow_id!r} not found") from None
-        if running_only and not execution.is_running:
-            raise ChronicleError(ErrorCode.WORKFLOW_NOT_RUNNING, "workflow execution already completed")
-        mutation = ExecutionMutation(execution, execution.namespace, database_time=True)
-        change(mutation)
-        mutation.save()

@@ -25,8 +25,7 @@ from django.db.models import QuerySet
 from chronicle import clock
 from chronicle.errors import ChronicleError, ErrorCode
 from history.kernel._mutation import ExecutionMutation
-from history.kernel.children import change_other_run
-from history.kernel.client_operations import apply_signal, request_cancel_txn, terminate_txn
+from history.kernel.client_operations import apply_signal, change_run, request_cancel_txn, terminate_txn
 from history.kernel.locks import lock_run, shard_for
 from history.kernel.start import ParentLink, StartRequest, start_workflow_execution
 from history.kernel.timers import ShardFence, check_fence
@@ -373,7 +372,14 @@ def _apply_policy(parent: WorkflowExecution, child: PendingChildExecution) -> No
         if current is None:
             return
         try:
-            change_other_run(namespace, child.workflow_id, current.run_id, change, running_only=terminate)
+            change_run(
+                namespace,
+                child.workflow_id,
+                current.run_id,
+                change,
+                running_only=terminate,
+                database_time=True,
+            )
             return
         except ChronicleError as exc:
             if exc.code != ErrorCode.WORKFLOW_NOT_RUNNING:
@@ -431,7 +437,14 @@ def _deliver(source: WorkflowExecution, request: PendingExternalRequest) -> str:
             request_cancel_txn(m, reason=request.reason, identity=identity, external=cancel_by)
 
     try:
-        change_other_run(source.namespace, request.workflow_id, current.run_id, change, running_only=signal)
+        change_run(
+            source.namespace,
+            request.workflow_id,
+            current.run_id,
+            change,
+            running_only=signal,
+            database_time=True,
+        )
     except ChronicleError as exc:
         if exc.code == ErrorCode.LIMIT_EXCEEDED:
             return "SIGNAL_COUNT_LIMIT_EXCEEDED"
