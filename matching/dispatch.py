@@ -262,19 +262,57 @@ def poll_batch(
         with transaction.atomic(durable=True):
             claimed = _take_burst(namespace, task_queue, kind, build_id, wanted)
             runs = lock_runs([task.run_id for task, _ in claimed], [task.shard_id for task, _ in claimed])
-            for task, from_sticky in claimed:
-                response = _start(
-                    task,
-                    runs.get(task.run_id),
-                    identity,
-                    sticky_fallback=from_sticky,
-                    worker_version=worker_version,
-                )
-                if response is not None:
-                    started.append(response)
+            started += _start_burst(claimed, runs, identity, worker_version)
         if len(claimed) < wanted or len(started) >= max_tasks:
             break  # the queue is drained, or the worker is full
     return started
+
+
+def _start_burst(
+    claimed: list[tuple[Task, bool]],
+    runs: dict[uuid.UUID, WorkflowExecution],
+    identity: str,
+    worker_version: WorkerVersionStamp | None,
+) -> list[dict[str, Any]]:
+    """Start a burst's claimed tasks on their locked runs, in the order claimed; stale rows
+    give nothing. Its workflow tasks start together (one write, one history read for all);
+    query and activity tasks one by one, as a poll of one starts them."""
+    workflow_tasks = [
+        (task, from_sticky)
+        for task, from_sticky in claimed
+        if task.kind == TaskKind.WORKFLOW and task.query_id is None and task.run_id in runs
+    ]
+    claims = [
+        kernel.WorkflowTaskClaim(
+            runs[task.run_id],
+            task.scheduled_event_id,
+            task.attempt,
+            task.task_queue,
+            str(uuid.uuid4()),
+            from_sticky,
+        )
+        for task, from_sticky in workflow_tasks
+    ]
+    started = kernel.record_workflow_tasks_started_txn(
+        claims, identity=identity, worker_version=worker_version
+    )
+    by_task = {id(task): response for (task, _), response in zip(workflow_tasks, started, strict=True)}
+    answers: list[dict[str, Any]] = []
+    for task, from_sticky in claimed:
+        if id(task) in by_task:
+            response = by_task[id(task)]
+            answer = response.as_dict() if response is not None else None
+        else:
+            answer = _start(
+                task,
+                runs.get(task.run_id),
+                identity,
+                sticky_fallback=from_sticky,
+                worker_version=worker_version,
+            )
+        if answer is not None:
+            answers.append(answer)
+    return answers
 
 
 def _take_burst(

@@ -60,7 +60,9 @@ from history.kernel.updates import (
 )
 from history.kernel.workflow_tasks import (
     CompletionResult,
+    WorkflowTaskClaim,
     record_workflow_task_started_txn,
+    record_workflow_tasks_started_txn,
     respond_workflow_task_completed,
     respond_workflow_task_failed,
 )
@@ -80,6 +82,7 @@ __all__ = [
     "UpdateRequest",
     "UpdateStatus",
     "WorkflowTaskAhead",
+    "WorkflowTaskClaim",
     "WorkflowTaskResponse",
     "backfill_schedule",
     "create_query",
@@ -92,6 +95,7 @@ __all__ = [
     "record_activity_task_heartbeat",
     "record_activity_task_started_txn",
     "record_workflow_task_started_txn",
+    "record_workflow_tasks_started_txn",
     "report_activity_task_completed",
     "request_cancel_workflow_execution",
     "reset_sticky_task_queue",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +69,37 @@ def _history_for(ex: WorkflowExecution, *, after: int) -> list[dict[str, Any]]:
     return [event_dict(event_id, kind, time, json.loads(attrs)) for event_id, kind, time, attrs in rows]
 
 
+_EVENTS_AFTER_EACH = (
+    f"SELECT e.run_id, e.event_id, e.event_type, e.event_time, e.attributes "
+    f"FROM unnest(%s::uuid[], %s::int[], %s::bigint[]) AS w(run_id, shard_id, after) "
+    f"JOIN {HistoryEvent._meta.db_table} e "
+    "ON e.run_id = w.run_id AND e.shard_id = w.shard_id AND e.event_id > w.after "
+    "ORDER BY e.run_id, e.event_id"
+)
+
+
+def histories_after(reads: Sequence[tuple[WorkflowExecution, int]]) -> dict[uuid.UUID, list[dict[str, Any]]]:
+    """Each run's events after its own event id, for a batch of tasks in one statement
+    (one read per task was a round trip and a statement per claimed task)."""
+    if len(reads) == 1:
+        ex, after = reads[0]
+        return {ex.run_id: _history_for(ex, after=after)}
+    histories: dict[uuid.UUID, list[dict[str, Any]]] = {ex.run_id: [] for ex, _ in reads}
+    params = [[ex.run_id for ex, _ in reads], [ex.shard_id for ex, _ in reads], [after for _, after in reads]]
+    with store.bound_cursor() as cursor:
+        cursor.execute(_EVENTS_AFTER_EACH, params)
+        rows = cursor.fetchall()
+    for run_id, event_id, kind, time, attrs in rows:
+        histories[run_id].append(event_dict(event_id, kind, time, json.loads(attrs)))
+    return histories
+
+
+def history_start(ex: WorkflowExecution, *, sticky: bool) -> int:
+    """The event a task's history starts after: the last task's start for a sticky queue
+    (the worker holds the rest), none otherwise."""
+    return ex.last_wft_started_event_id if sticky else 0
+
+
 def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
     if ex.wft_attempt == 1:
         return []
@@ -97,8 +130,11 @@ def _transient_events(ex: WorkflowExecution) -> list[dict[str, Any]]:
     ]
 
 
-def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> WorkflowTaskResponse:
-    """The poll answer: full history, or only new events on a sticky queue."""
+def build_workflow_task_response(
+    ex: WorkflowExecution, *, sticky: bool, history: list[dict[str, Any]] | None = None
+) -> WorkflowTaskResponse:
+    """The poll answer: full history, or only new events on a sticky queue (``history``:
+    those events, when the caller read them with other runs' in one statement)."""
     token = tokens.encode(
         "wft",
         ex.namespace_id,
@@ -108,7 +144,8 @@ def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> Work
         st=ex.wft_started_event_id,
         a=ex.wft_attempt,
     )
-    after = ex.last_wft_started_event_id if sticky else 0
+    if history is None:
+        history = _history_for(ex, after=history_start(ex, sticky=sticky))
     return WorkflowTaskResponse(
         task_token=token,
         workflow_id=ex.workflow_id,
@@ -118,7 +155,7 @@ def build_workflow_task_response(ex: WorkflowExecution, *, sticky: bool) -> Work
         attempt=ex.wft_attempt,
         previous_started_event_id=ex.last_wft_started_event_id,
         started_event_id=ex.wft_started_event_id,
-        history=_history_for(ex, after=after) + _transient_events(ex),
+        history=history + _transient_events(ex),
         messages=update_requests(ex),
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -11,7 +12,7 @@ from django.db import transaction
 from chronicle.errors import ChronicleError, ErrorCode, invalid
 from history.faults import crash_point
 from history.kernel import tokens, updates
-from history.kernel._mutation import ExecutionMutation
+from history.kernel._mutation import ExecutionMutation, save_all
 from history.kernel.command_checks import CommandRejected
 from history.kernel.commands import apply_commands, validate_command_list
 from history.kernel.growth import continue_as_new_suggestion
@@ -21,10 +22,41 @@ from history.kernel.queries import (
     buffered_queries,
     release_buffered_queries_txn,
 )
-from history.kernel.responses import WorkflowTaskResponse, build_workflow_task_response, serialize_event
+from history.kernel.responses import (
+    WorkflowTaskResponse,
+    build_workflow_task_response,
+    histories_after,
+    history_start,
+    serialize_event,
+)
 from history.kernel.versioning import WorkerVersionStamp
 from history.models import WorkflowExecution
 from history.vocabulary import CLOSE_COMMANDS, EventType
+
+
+@dataclass(frozen=True)
+class WorkflowTaskClaim:
+    """A claimed workflow task row, on its locked run: what a poll asks the kernel to start."""
+
+    execution: WorkflowExecution
+    scheduled_event_id: int
+    attempt: int
+    task_queue: str
+    request_id: str
+    # A normal-queue poller taking a task left on a sticky queue with no live poller:
+    # stickiness is cleared and the full history sent.
+    sticky_fallback: bool = False
+
+    def current(self) -> bool:
+        """Whether the row still names the run's pending, unstarted workflow task."""
+        ex = self.execution
+        return (
+            ex.is_running
+            and ex.wft_scheduled_event_id == self.scheduled_event_id
+            and ex.wft_started_event_id == 0
+            and ex.wft_attempt == self.attempt
+            and ex.wft_task_queue == self.task_queue
+        )
 
 
 def record_workflow_task_started_txn(
@@ -38,33 +70,73 @@ def record_workflow_task_started_txn(
     sticky_fallback: bool = False,
     worker_version: WorkerVersionStamp | None = None,
 ) -> WorkflowTaskResponse | None:
-    """Start the run's pending workflow task if the claimed row is still current.
+    """Start the run's pending workflow task if the claimed row is still current (see
+    :func:`record_workflow_tasks_started_txn`, of which this is the one-task case)."""
+    claim = WorkflowTaskClaim(ex, scheduled_event_id, attempt, task_queue, request_id, sticky_fallback)
+    return record_workflow_tasks_started_txn([claim], identity=identity, worker_version=worker_version)[0]
 
-    Precondition: inside a transaction with ``ex`` locked ``FOR UPDATE``. Returns
-    None when the row is stale (the task already started, completed or moved).
-    ``sticky_fallback`` means a normal-queue poller takes a task left on a sticky
-    queue with no live poller: stickiness is cleared and the full history sent.
-    ``worker_version`` (the poller's build) is recorded on ``WorkflowTaskStarted``.
+
+def record_workflow_tasks_started_txn(
+    claims: Sequence[WorkflowTaskClaim],
+    *,
+    identity: str,
+    worker_version: WorkerVersionStamp | None = None,
+) -> list[WorkflowTaskResponse | None]:
+    """Start each claimed task whose row is still current; its response, or None when the
+    row was stale (the task already started, completed or moved).
+
+    Precondition: inside a transaction with the runs locked ``FOR UPDATE``. A batch of
+    tasks (a poll taking a storm of woken runs) is one write for all their runs and one
+    read of all their new events, not a write and a read per task. ``worker_version`` (the
+    poller's build) is recorded on each ``WorkflowTaskStarted``.
     """
     assert transaction.get_connection().in_atomic_block
-    if (
-        not ex.is_running
-        or ex.wft_scheduled_event_id != scheduled_event_id
-        or ex.wft_started_event_id != 0
-        or ex.wft_attempt != attempt
-        or ex.wft_task_queue != task_queue
-    ):
-        return None
-    if sticky_fallback:
-        ex.sticky_task_queue = ""
-        ex.wft_task_queue = ex.task_queue
-    mutation = ExecutionMutation(ex, ex.namespace)
-    mutation.start_workflow_task(identity=identity, request_id=request_id, worker_version=worker_version)
-    mutation.save()
-    response = build_workflow_task_response(ex, sticky=task_queue == ex.sticky_task_queue != "")
-    # The queries buffered for this run ride on the task; the worker answers in its completion.
-    response.queries = buffered_queries(ex)
-    return response
+    started: list[tuple[WorkflowTaskClaim, ExecutionMutation] | None] = []
+    for claim in claims:
+        if not claim.current():  # a run claimed twice in a batch is stale the second time
+            started.append(None)
+            continue
+        ex = claim.execution
+        if claim.sticky_fallback:
+            ex.sticky_task_queue = ""
+            ex.wft_task_queue = ex.task_queue
+        mutation = ExecutionMutation(ex, ex.namespace)
+        mutation.start_workflow_task(
+            identity=identity, request_id=claim.request_id, worker_version=worker_version
+        )
+        started.append((claim, mutation))
+    mutations = [pair[1] for pair in started if pair is not None]
+    if len(mutations) == 1:
+        mutations[0].save()
+    elif mutations:
+        save_all(mutations)
+    return _responses(started)
+
+
+def _responses(
+    started: list[tuple[WorkflowTaskClaim, ExecutionMutation] | None],
+) -> list[WorkflowTaskResponse | None]:
+    """The started tasks' answers, their new events read in one statement."""
+    runs = [(pair[0].execution, _sticky(pair[0])) for pair in started if pair is not None]
+    histories = (
+        histories_after([(ex, history_start(ex, sticky=sticky)) for ex, sticky in runs]) if runs else {}
+    )
+    answers: list[WorkflowTaskResponse | None] = []
+    for pair in started:
+        if pair is None:
+            answers.append(None)
+            continue
+        ex = pair[0].execution
+        response = build_workflow_task_response(ex, sticky=_sticky(pair[0]), history=histories[ex.run_id])
+        # The queries buffered for this run ride on the task; the worker answers in its completion.
+        response.queries = buffered_queries(ex)
+        answers.append(response)
+    return answers
+
+
+def _sticky(claim: WorkflowTaskClaim) -> bool:
+    """Whether the task was taken from its run's sticky queue (its worker holds the run)."""
+    return claim.task_queue == claim.execution.sticky_task_queue != ""
 
 
 def _lock_for_token(token: dict[str, Any], scope: tokens.TaskScope) -> WorkflowExecution:

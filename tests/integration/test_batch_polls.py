@@ -180,3 +180,48 @@ def test_two_rows_of_one_run_in_a_burst_start_its_task_once(namespace: Namespace
     events = HistoryEvent.objects.filter(run_id=run.run_id, event_type="WorkflowTaskStarted")
     assert events.count() == 1
     assert not Task.objects.filter(run_id=run.run_id).exists()
+
+
+def test_a_burst_starts_its_tasks_in_one_write_and_reads_their_histories_in_one_statement(
+    namespace: Namespace,
+) -> None:
+    """However many tasks a burst takes, it is a claim, a lock, a write and a read."""
+    assert (
+        poll_batch(namespace, QUEUE, TaskKind.WORKFLOW, "w1", max_tasks=6) == []
+    )  # limits read, poller seen
+    runs = [ExecutionFactory(namespace=namespace, task_queue=QUEUE) for _ in range(6)]
+
+    with CaptureQueriesContext(connection) as queries:
+        tasks = poll_batch(namespace, QUEUE, TaskKind.WORKFLOW, "w1", max_tasks=6)
+
+    statements = [q["sql"] for q in queries.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    assert len(tasks) == 6 and len(statements) == 4, statements
+    for task in tasks:
+        run_id = task["workflow_execution"]["run_id"]
+        stored = list(
+            HistoryEvent.objects.filter(run_id=run_id)
+            .order_by("event_id")
+            .values_list("event_id", "event_type")
+        )
+        assert [(e["event_id"], e["event_type"]) for e in task["history"]["events"]] == stored
+        assert stored[-1][1] == "WorkflowTaskStarted"
+    assert {t["workflow_execution"]["run_id"] for t in tasks} == {str(r.run_id) for r in runs}
+
+
+def test_a_burst_with_a_query_task_answers_it_beside_the_workflow_tasks(namespace: Namespace) -> None:
+    first, second = (ExecutionFactory(namespace=namespace, task_queue=QUEUE) for _ in range(2))
+    started = poll_batch(namespace, QUEUE, TaskKind.WORKFLOW, "w1", max_tasks=1)
+    busy = first if started[0]["workflow_execution"]["run_id"] == str(first.run_id) else second
+    idle = second if busy is first else first
+    kernel.respond_workflow_task_completed(
+        scope=kernel.TaskScope(namespace.id, QUEUE), task_token=started[0]["task_token"], commands=[]
+    )
+    kernel.create_query(namespace, workflow_id=busy.workflow_id, run_id=None, query_type="q", query_args=[])
+
+    tasks = poll_batch(namespace, QUEUE, TaskKind.WORKFLOW, "w1", max_tasks=5)
+
+    queries = [t for t in tasks if t.get("query")]
+    workflow_tasks = [t for t in tasks if not t.get("query")]
+    assert [t["workflow_execution"]["run_id"] for t in queries] == [str(busy.run_id)]
+    assert [t["workflow_execution"]["run_id"] for t in workflow_tasks] == [str(idle.run_id)]
+    assert workflow_tasks[0]["history"]["events"][0]["event_id"] == 1
