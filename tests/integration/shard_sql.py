@@ -18,6 +18,7 @@ vouch for the query around it.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -202,8 +203,9 @@ def _insert_shards(sql: str, params: Sequence[Any] | None, after: int) -> tuple[
     first = _placeholder_index(sql, close_at)
     position = columns.index(SHARD_COLUMN)
     rest = sql[close_at:]
-    if re.match(r"\)\s*SELECT\b.*\bunnest\(", rest, re.IGNORECASE | re.DOTALL):
-        return True, frozenset(_ints(params[first + position]))
+    if re.match(r"\)\s*SELECT\b[^;]*?\bjsonb_array_elements\(", rest, re.IGNORECASE | re.DOTALL):
+        # Many rows go as one JSON array of rows (``store.rows_query``), a value per column.
+        return True, frozenset(_ints(row[position] for row in json.loads(params[first])))
     values = re.match(r"\)\s*VALUES\s*", rest, re.IGNORECASE)
     if values is None:
         return True, frozenset()
