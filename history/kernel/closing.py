@@ -34,14 +34,16 @@ SURVIVE_CLOSE = frozenset(
 
 # Each is a part of the closing run's one write (a data-modifying WITH member); each names
 # the runs' shards besides the runs (docs/scale-out.md).
-_RUNS = "run_id = ANY(%s) AND shard_id = ANY(%s::int[])"
+_RUNS = "run_id = ANY(%s::uuid[]) AND shard_id = ANY(%s::int[])"
 _DROP_PENDING_WORK = (
     f"DELETE FROM {PendingActivity._meta.db_table} WHERE {_RUNS}",
-    f"DELETE FROM {TimerTask._meta.db_table} WHERE {_RUNS} AND kind <> ALL(%s)",
+    f"DELETE FROM {TimerTask._meta.db_table} WHERE {_RUNS} AND kind <> ALL(%s::text[])",
     f"DELETE FROM {Task._meta.db_table} WHERE shard_id = ANY(%s::int[]) AND id IN ("
     f"SELECT id FROM {Task._meta.db_table} WHERE {_RUNS} FOR UPDATE SKIP LOCKED)",
     f"DELETE FROM {PendingExternalRequest._meta.db_table} WHERE {_RUNS}",
 )
+
+_KEPT_KINDS = store.array_literal(sorted(str(kind) for kind in SURVIVE_CLOSE))
 
 _STARTED_CHILDREN = f"""
     WITH abandoned AS (
@@ -61,9 +63,9 @@ def drop_pending_work(write: store.Write, run_ids: Sequence[uuid.UUID], shard_id
     stay. (``SKIP LOCKED``: a task row a poller holds is stale anyway and dropped on claim.)
     ``shard_ids`` are the runs' shards.
     """
-    runs = list(run_ids)
-    keep = sorted(str(kind) for kind in SURVIVE_CLOSE)
-    shards = sorted(set(shard_ids))
+    runs = store.array_literal(run_ids)
+    keep = _KEPT_KINDS
+    shards = store.array_literal(sorted(set(shard_ids)))
     activities, timers, tasks, requests = _DROP_PENDING_WORK
     write.add(activities, [runs, shards])
     write.add(timers, [runs, shards, keep])

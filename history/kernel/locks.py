@@ -161,7 +161,10 @@ def lock_runs(
     if not run_ids:
         return {}
     with store.bound_cursor() as cursor:
-        cursor.execute(_LOCK_RUNS_SQL, [sorted(set(run_ids)), sorted(set(shard_ids))])
+        cursor.execute(
+            _LOCK_RUNS_SQL,
+            [store.array_literal(sorted(set(run_ids))), store.array_literal(sorted(set(shard_ids)))],
+        )
         rows = cursor.fetchall()
     return {run.run_id: run for run in map(_locked, rows)}
 

@@ -85,7 +85,11 @@ def histories_after(reads: Sequence[tuple[WorkflowExecution, int]]) -> dict[uuid
         ex, after = reads[0]
         return {ex.run_id: _history_for(ex, after=after)}
     histories: dict[uuid.UUID, list[dict[str, Any]]] = {ex.run_id: [] for ex, _ in reads}
-    params = [[ex.run_id for ex, _ in reads], [ex.shard_id for ex, _ in reads], [after for _, after in reads]]
+    params = [
+        store.array_literal(ex.run_id for ex, _ in reads),
+        store.array_literal(ex.shard_id for ex, _ in reads),
+        store.array_literal(after for _, after in reads),
+    ]
     with store.bound_cursor() as cursor:
         cursor.execute(_EVENTS_AFTER_EACH, params)
         rows = cursor.fetchall()

@@ -25,7 +25,7 @@ import copy
 import functools
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -42,6 +42,24 @@ _SAVED_COLUMNS = "_chronicle_saved_columns"
 # Up to this many rows, a part sends a VALUES list; more, a JSON array of rows (rows_query).
 FEW_ROWS = 4
 _NOTIFY = "SELECT pg_notify(c, p) FROM unnest(%s::text[], %s::text[]) AS n(c, p)"
+
+
+def array_literal(values: Iterable[Any]) -> str:
+    """``values`` as PostgreSQL's text form of an array, for a parameter cast to its array
+    type (``%s::int[]``).
+
+    psycopg dumps a list parameter in Python, looking at each element to choose the
+    array's type before dumping it: in a run's close, which names its run and shard in
+    four deletions and its notifications in two more lists, that was a fifth of the
+    write's CPU. Text (a notification's payload) is quoted with its ``\\`` and ``"`` escaped.
+    """
+    return "{" + ",".join(map(_array_element, values)) + "}"
+
+
+def _array_element(value: Any) -> str:
+    if isinstance(value, int | uuid.UUID) and not isinstance(value, bool):
+        return str(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @dataclass
@@ -183,8 +201,9 @@ def delete_rows(
         assert meta.pk is not None
         table, pk = _quote(meta.db_table), _quote(meta.pk.column)
         write.add(
-            f"DELETE FROM {table} WHERE {pk} = ANY(%s) AND shard_id = ANY(%s::int[])",
-            [list(ids), sorted(set(shard_ids))],
+            f"DELETE FROM {table} WHERE {pk} = ANY(%s::{meta.pk.db_type(connection)}[]) "
+            "AND shard_id = ANY(%s::int[])",
+            [array_literal(ids), array_literal(sorted(set(shard_ids)))],
         )
 
 
@@ -246,7 +265,8 @@ def update_whole_rows(write: Write, executions: Sequence[WorkflowExecution]) -> 
 def notify(write: Write, notifications: Sequence[tuple[str, str]]) -> None:
     """Add the (channel, payload) notifications, sent at commit."""
     if notifications:
-        write.notify_part = write.add(_NOTIFY, [[c for c, _ in notifications], [p for _, p in notifications]])
+        channels, payloads = [c for c, _ in notifications], [p for _, p in notifications]
+        write.notify_part = write.add(_NOTIFY, [array_literal(channels), array_literal(payloads)])
 
 
 def send(write: Write) -> None:

@@ -79,8 +79,8 @@ def check_fences(fences: Sequence[ShardFence]) -> None:
     with store.bound_cursor() as cursor:
         cursor.execute(
             "SELECT shard_id, range_id FROM history_shard "
-            "WHERE shard_id = ANY(%s) ORDER BY shard_id FOR SHARE",
-            [[f.shard_id for f in fences]],
+            "WHERE shard_id = ANY(%s::int[]) ORDER BY shard_id FOR SHARE",
+            [store.array_literal(f.shard_id for f in fences)],
         )
         current = dict(cursor.fetchall())
     for fence in fences:

@@ -237,6 +237,9 @@ def _ints(values: Iterable[Any]) -> list[int]:
     for value in values:
         if isinstance(value, list | tuple):
             out.extend(_ints(value))
+        elif isinstance(value, str) and value.startswith("{") and value.endswith("}"):
+            # An array sent in its text form (``store.array_literal``).
+            out.extend(int(item) for item in value[1:-1].split(",") if item.strip().lstrip("-").isdigit())
         elif isinstance(value, int) and not isinstance(value, bool):
             out.append(value)
     return out
