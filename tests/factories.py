@@ -18,6 +18,7 @@ from factory.django import DjangoModelFactory, Password
 from history import kernel
 from history.kernel.tokens import TaskScope
 from history.models import WorkflowExecution
+from matching.dispatch import poll_once
 from namespaces.models import ApiKey, MemberRole, Membership, Namespace, Role
 from namespaces.services import api_key_issue, namespace_create
 
@@ -105,6 +106,20 @@ class ExecutionFactory(factory.Factory[WorkflowExecution]):
     @classmethod
     def _build(cls, model_class: type[WorkflowExecution], *args: Any, **kwargs: Any) -> WorkflowExecution:
         raise TypeError("executions only exist through the kernel: use create()")
+
+
+def made_sticky(run: WorkflowExecution, sticky_queue: str, timeout: float) -> None:
+    """Take the run's first workflow task from its queue (as worker ``w1``) and complete it
+    with ``sticky_queue`` as the run's sticky queue, of schedule-to-start ``timeout``."""
+    task = poll_once(run.namespace, run.task_queue, "workflow", "w1")
+    assert task is not None
+    kernel.respond_workflow_task_completed(
+        scope=scope_of(task),
+        task_token=task["task_token"],
+        commands=[],
+        sticky_task_queue=sticky_queue,
+        sticky_schedule_to_start_timeout=timeout,
+    )
 
 
 def scope_of(task: dict[str, Any]) -> TaskScope:

@@ -22,7 +22,7 @@ from history.models import HistoryEvent, Task, TimerKind, TimerTask, WorkflowExe
 from matching.dispatch import poll_once
 from matching.models import Poller
 from namespaces.models import Namespace
-from tests.factories import ExecutionFactory, NamespaceFactory, scope_of
+from tests.factories import ExecutionFactory, NamespaceFactory, made_sticky
 
 pytestmark = pytest.mark.django_db
 
@@ -34,15 +34,7 @@ def sticky_run(namespace: Namespace | None = None) -> WorkflowExecution:
     """A run whose first workflow task completed with ``STICKY`` as its sticky queue, whose
     worker still polls it (so a normal poll does not take its tasks by the fallback)."""
     run = ExecutionFactory(task_queue=QUEUE, **({"namespace": namespace} if namespace else {}))
-    task = poll_once(run.namespace, QUEUE, "workflow", "w1")
-    assert task is not None
-    kernel.respond_workflow_task_completed(
-        scope=scope_of(task),
-        task_token=task["task_token"],
-        commands=[],
-        sticky_task_queue=STICKY,
-        sticky_schedule_to_start_timeout=30,
-    )
+    made_sticky(run, STICKY, 30)
     Poller.objects.update_or_create(
         namespace=run.namespace,
         task_queue=STICKY,

@@ -18,7 +18,7 @@ from history.kernel.timers import ShardFence, fire_timers
 from history.models import HistoryEvent, Shard, Task, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import STICKY_POLLER_LIVENESS, poll_once
 from matching.models import Poller
-from tests.factories import ExecutionFactory, scope_of
+from tests.factories import ExecutionFactory, made_sticky
 
 pytestmark = pytest.mark.django_db
 
@@ -29,15 +29,7 @@ def _sticky_task_waiting() -> tuple[WorkflowExecution, TimerTask]:
     """A run sticky to ``STICKY`` with a signal's workflow task waiting there, and the
     task's sticky timeout."""
     run = ExecutionFactory(task_queue=QUEUE)
-    task = poll_once(run.namespace, QUEUE, "workflow", "w1")
-    assert task is not None
-    kernel.respond_workflow_task_completed(
-        scope=scope_of(task),
-        task_token=task["task_token"],
-        commands=[],
-        sticky_task_queue=STICKY,
-        sticky_schedule_to_start_timeout=2,
-    )
+    made_sticky(run, STICKY, 2)
     kernel.signal_workflow_execution(
         run.namespace, workflow_id=run.workflow_id, run_id=None, signal_name="wake", input=[]
     )
