@@ -17,7 +17,6 @@ the query object is the same), so each connection keeps one cursor per statement
 from __future__ import annotations
 
 import functools
-import weakref
 from collections import OrderedDict
 from threading import Lock
 from typing import Any
@@ -108,17 +107,18 @@ class StatementCursors:
         return getattr(self._current, name)
 
 
-_kept: weakref.WeakKeyDictionary[psycopg.Connection[Any], StatementCursors] = weakref.WeakKeyDictionary()
+_KEPT = "_chronicle_statement_cursors"
 _kept_lock = Lock()
 
 
 def _statement_cursors(connection: psycopg.Connection[Any]) -> StatementCursors:
-    """The connection's kept cursors (made on its first kernel statement; they go with it
-    back to the pool and are dropped with it)."""
-    cursors = _kept.get(connection)
+    """The connection's kept cursors, held on the connection itself: made on its first
+    kernel statement, they go with it back to the pool and are dropped with it."""
+    cursors: StatementCursors | None = getattr(connection, _KEPT, None)
     if cursors is None:
         with _kept_lock:
-            cursors = _kept.setdefault(connection, StatementCursors(connection))
+            cursors = getattr(connection, _KEPT, None) or StatementCursors(connection)
+            setattr(connection, _KEPT, cursors)
     return cursors
 
 

@@ -4,6 +4,8 @@ its results go at the end of its block, and an error leaves the cursors usable."
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import psycopg
@@ -13,6 +15,7 @@ from django.db import connection, transaction
 from history.kernel import cursors, store
 from history.kernel.locks import lock_run
 from history.models import WorkflowExecution
+from tests.conftest import database_conninfo
 from tests.factories import ExecutionFactory
 
 pytestmark = pytest.mark.django_db
@@ -84,3 +87,15 @@ def test_the_run_lock_reads_the_same_run_twice() -> None:
         second = lock_run(run.run_id, run.shard_id)
     assert first.run_id == second.run_id == run.run_id
     assert second.start_time == WorkflowExecution.objects.get(run_id=run.run_id).start_time
+
+
+def test_kept_cursors_go_with_their_connection(django_db_setup: Any) -> None:
+    """A connection closed and dropped (an outage, the pool replacing it) is collected with
+    its cursors: nothing keeps dead connections alive."""
+    conn: psycopg.Connection[Any] = psycopg.connect(database_conninfo())
+    cursors._statement_cursors(conn).execute("SELECT %s::int", [1])
+    gone = weakref.ref(conn)
+    conn.close()
+    del conn
+    gc.collect()
+    assert gone() is None
