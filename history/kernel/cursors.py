@@ -11,7 +11,8 @@ a loader for every column of each result and a dumper for every parameter type: 
 run row's seventy columns, more than the statement's own round trip cost in Python. A
 cursor that runs the same statement text again keeps its context (psycopg keeps it while
 the query object is the same), so each connection keeps one cursor per statement text
-(:class:`StatementCursors`), and a kernel statement finds its loaders and dumpers ready.
+(:class:`StatementCursors`, read through a :class:`KeptCursor`), and a kernel statement
+finds its loaders and dumpers ready.
 """
 
 from __future__ import annotations
@@ -66,23 +67,15 @@ class LoggedCursor(PreparingCursor):
 
 
 class StatementCursors:
-    """One connection's kept cursors, one per statement text, behind one cursor's face.
-
-    Django's wrapper calls :meth:`execute`, then reads results (``fetchone``,
-    ``rowcount``...) from the cursor that ran the statement last, and closes it when its
-    ``with`` block ends: closing only drops that cursor's results, so the cursor, and its
-    adaptation context, serve the statement's next run. A connection is used by one thread
-    at a time, so its cursors are too.
-    """
+    """One connection's kept cursors, one per statement text (the least recently used
+    dropped past :data:`KEPT_PER_CONNECTION`). A connection is used by one thread at a
+    time, so its cursors are too."""
 
     def __init__(self, connection: psycopg.Connection[Any]) -> None:
         self._connection = connection
         self._by_text: OrderedDict[str, PreparingCursor] = OrderedDict()
-        self._current: PreparingCursor | None = None
 
-    def execute(
-        self, query: str, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
-    ) -> Any:
+    def cursor_for(self, query: str) -> PreparingCursor:
         cursor = self._by_text.get(query)
         if cursor is None:
             cursor = self._by_text[query] = PreparingCursor(self._connection)
@@ -90,8 +83,28 @@ class StatementCursors:
                 self._by_text.popitem(last=False)[1].close()
         else:
             self._by_text.move_to_end(query)
-        self._current = cursor
-        return cursor.execute(query, params, prepare=prepare, binary=binary)
+        return cursor
+
+
+class KeptCursor:
+    """What :func:`bound_cursor` hands Django's wrapper: each statement runs on its kept
+    cursor, and results (``fetchone``, ``rowcount``...) are read from the one that ran last.
+
+    Closing it (the end of its ``with`` block) drops only that cursor's results, so the
+    cursor, and its adaptation context, serve the statement's next run. Two open at once on
+    one connection are apart unless they run the same statement text, which no kernel
+    code does before reading the first one's rows.
+    """
+
+    def __init__(self, kept: StatementCursors) -> None:
+        self._kept = kept
+        self._current: PreparingCursor | None = None
+
+    def execute(
+        self, query: str, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None
+    ) -> Any:
+        self._current = self._kept.cursor_for(query)
+        return self._current.execute(query, params, prepare=prepare, binary=binary)
 
     def close(self) -> None:
         """Drop the last statement's results (a history page may be large); keep the
@@ -133,4 +146,4 @@ def bound_cursor() -> Any:
         # Django's query log (DEBUG, a test capturing queries) reads a statement's text,
         # which psycopg keeps only for a statement it sends whole: logged ones go unprepared.
         return db.make_debug_cursor(LoggedCursor(db.connection))
-    return db.make_cursor(_statement_cursors(db.connection))
+    return db.make_cursor(KeptCursor(_statement_cursors(db.connection)))

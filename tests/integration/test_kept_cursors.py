@@ -74,6 +74,16 @@ def test_a_failed_statement_leaves_the_cursors_usable() -> None:
     assert locked.run_id == run.run_id
 
 
+def test_two_cursors_open_at_once_read_their_own_results() -> None:
+    run = ExecutionFactory()
+    with store.bound_cursor() as outer:
+        outer.execute(_READ, [run.run_id])
+        with store.bound_cursor() as inner:
+            inner.execute("SELECT %s::int + 1", [41])
+            assert inner.fetchone() == (42,)
+        assert outer.fetchone()[0] == run.run_id
+
+
 def test_each_connection_keeps_its_own_cursors(other_connection: psycopg.Connection[Any]) -> None:
     assert cursors._statement_cursors(other_connection) is not _kept()
     assert cursors._statement_cursors(other_connection) is cursors._statement_cursors(other_connection)
@@ -93,7 +103,7 @@ def test_kept_cursors_go_with_their_connection(django_db_setup: Any) -> None:
     """A connection closed and dropped (an outage, the pool replacing it) is collected with
     its cursors: nothing keeps dead connections alive."""
     conn: psycopg.Connection[Any] = psycopg.connect(database_conninfo())
-    cursors._statement_cursors(conn).execute("SELECT %s::int", [1])
+    cursors._statement_cursors(conn).cursor_for("SELECT %s::int").execute("SELECT %s::int", [1])
     gone = weakref.ref(conn)
     conn.close()
     del conn
