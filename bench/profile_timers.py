@@ -40,10 +40,10 @@ from django.utils import timezone  # noqa: E402
 
 from chronicle.db import DatabaseOutage, listen_conninfo  # noqa: E402
 from history.kernel import ExecutionMutation  # noqa: E402
+from history.kernel.completions import respond_workflow_task_completed  # noqa: E402
 from history.kernel.locks import lock_run  # noqa: E402
 from history.kernel.start import StartRequest, start_workflow_execution  # noqa: E402
 from history.kernel.tokens import TaskScope  # noqa: E402
-from history.kernel.workflow_tasks import respond_workflow_task_completed  # noqa: E402
 from history.models import TaskKind, TimerKind, TimerTask  # noqa: E402
 from history.shard_owner import ShardOwner  # noqa: E402
 from matching.dispatch import poll_batch  # noqa: E402

@@ -157,10 +157,17 @@ def respond(endpoint: Endpoint, key: object, namespace: str, task_queue: str, ra
     """One token call after the key and the path were checked: the tenancy gate and the
     rate, the body, the kernel (with the URL's namespace and queue as the token's scope),
     the answer. A call on its own and each call of a batch take this same path."""
+    return endpoint.answer(endpoint.action(**kernel_call(endpoint, key, namespace, task_queue, raw)))
+
+
+def kernel_call(
+    endpoint: Endpoint, key: object, namespace: str, task_queue: str, raw: bytes
+) -> dict[str, Any]:
+    """The tenancy gate and the rate, then the body: the kernel action's arguments, with
+    the URL's namespace and queue as the token's scope."""
     ns = access_namespace(key, namespace, "worker")
     body = decode_body(raw, endpoint.body)
-    scope = TaskScope(ns.id, task_queue)
-    return endpoint.answer(endpoint.action(scope=scope, **body.kernel_args()))
+    return {"scope": TaskScope(ns.id, task_queue), **body.kernel_args()}
 
 
 _HANDLERS: dict[str, Handler] = {

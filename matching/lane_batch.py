@@ -6,14 +6,19 @@ reports made while another is on its way go together in one request,
 "body": <that endpoint's body>}, ...]}``, and the answer lists, in the same order,
 ``{"status", "body"}`` as each call on its own would have answered (``retry_after`` with
 a 429). Each call is checked, rate-limited and written exactly as on its own
-(:func:`matching.lane.respond`), in its own transaction: one call's refusal does not
-touch the others, and the batch costs one request's parsing, routing and thread trip.
+(:func:`matching.lane.respond`): one call's refusal does not touch the others, and the
+batch costs one request's parsing, routing and thread trip. Consecutive workflow-task
+completions are checked and decoded one by one, then handed to the kernel together
+(:func:`history.kernel.respond_workflow_tasks_completed`), which writes those of distinct
+runs in one transaction and answers each as it would have been answered alone; every
+other call is its own transaction.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from itertools import groupby
+from typing import Annotated, Any
 
 import msgspec
 from django.conf import settings
@@ -23,11 +28,13 @@ from chronicle.errors import UNKNOWN_FIELD, ChronicleError, ErrorCode, invalid_f
 from chronicle.lane import Call, Reply, encode, require_method
 from chronicle.lane_asgi import Route, one_trip
 from chronicle.lane_errors import field_errors
-from matching.lane import ENDPOINTS, respond
+from history import kernel
+from matching.lane import ENDPOINTS, kernel_call, respond
 from namespaces.auth import api_key_from_header
 
 MAX_RESPONSES = 64
 _BY_KIND = {endpoint.path: endpoint for endpoint in ENDPOINTS}
+_COMPLETE = _BY_KIND["workflow-tasks/complete"]
 
 
 class Report(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -62,7 +69,13 @@ def answer_batch(call: Call) -> Reply:
     call.refuse_nul_in_path()
     batch = _decode_batch(call.body)
     namespace, task_queue = call.params["namespace"], call.params["task_queue"]
-    answers = [_one(key, namespace, task_queue, report) for report in batch.responses]
+    answers: list[ReportAnswer] = []
+    for completing, run in groupby(batch.responses, key=lambda report: report.kind == _COMPLETE.path):
+        reports = list(run)
+        if completing and len(reports) > 1:
+            answers += _completions(key, namespace, task_queue, reports)
+        else:
+            answers += [_one(key, namespace, task_queue, report) for report in reports]
     return Reply(200, encode(ReportBatchAnswer(responses=answers)))
 
 
@@ -96,9 +109,33 @@ def _one(key: object, namespace: str, task_queue: str, report: Report) -> Report
             raise ChronicleError(ErrorCode.INVALID_ARGUMENT, f"unknown kind {report.kind!r} (one of {known})")
         body = respond(endpoint, key, namespace, task_queue, bytes(report.body))
     except ChronicleError as error:
-        refusal = msgspec.Raw(encode(error.as_dict()))
-        return ReportAnswer(status=error.status, body=refusal, retry_after=error.retry_after)
+        return _refusal(error)
     return ReportAnswer(status=200, body=msgspec.Raw(body))
+
+
+def _completions(key: object, namespace: str, task_queue: str, reports: list[Report]) -> list[ReportAnswer]:
+    """Consecutive workflow-task completions: each through the tenancy gate, the rate and
+    its body's checks as on its own, then the kernel's writes for all of them at once."""
+    answers: dict[int, ReportAnswer] = {}
+    calls: dict[int, dict[str, Any]] = {}
+    for i, report in enumerate(reports):
+        try:
+            calls[i] = kernel_call(_COMPLETE, key, namespace, task_queue, bytes(report.body))
+        except ChronicleError as error:
+            answers[i] = _refusal(error)
+    results = kernel.respond_workflow_tasks_completed(list(calls.values()))
+    for i, result in zip(calls, results, strict=True):
+        if isinstance(result, ChronicleError):
+            answers[i] = _refusal(result)
+        else:
+            answers[i] = ReportAnswer(status=200, body=msgspec.Raw(_COMPLETE.answer(result)))
+    return [answers[i] for i in range(len(reports))]
+
+
+def _refusal(error: ChronicleError) -> ReportAnswer:
+    return ReportAnswer(
+        status=error.status, body=msgspec.Raw(encode(error.as_dict())), retry_after=error.retry_after
+    )
 
 
 _HANDLER = one_trip(answer_batch)

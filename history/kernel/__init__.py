@@ -34,6 +34,11 @@ from history.kernel.client_operations import (
     signal_workflow_execution,
     terminate_workflow_execution,
 )
+from history.kernel.completions import (
+    CompletionResult,
+    respond_workflow_task_completed,
+    respond_workflow_tasks_completed,
+)
 from history.kernel.queries import respond_query_task_completed
 from history.kernel.reset import ResetPoint, preview_reset, reset_workflow_execution
 from history.kernel.responses import WorkflowTaskResponse
@@ -59,11 +64,9 @@ from history.kernel.updates import (
     update_workflow_execution,
 )
 from history.kernel.workflow_tasks import (
-    CompletionResult,
     WorkflowTaskClaim,
     record_workflow_task_started_txn,
     record_workflow_tasks_started_txn,
-    respond_workflow_task_completed,
     respond_workflow_task_failed,
 )
 
@@ -106,6 +109,7 @@ __all__ = [
     "respond_query_task_completed",
     "respond_workflow_task_completed",
     "respond_workflow_task_failed",
+    "respond_workflow_tasks_completed",
     "signal_workflow_execution",
     "start_workflow_execution",
     "terminate_workflow_execution",

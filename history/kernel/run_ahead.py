@@ -39,11 +39,11 @@ from history.kernel import activity_tasks, handoff, tokens, updates
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.command_checks import CommandRejected
 from history.kernel.commands import validate_command_list
+from history.kernel.completions import CompletionOptions, CompletionResult, apply_completion_txn
 from history.kernel.handoff import WorkflowTaskWanted
 from history.kernel.locks import may_have_buffered_queries
 from history.kernel.payloads import check_payload
 from history.kernel.responses import WorkflowTaskResponse
-from history.kernel.workflow_tasks import CompletionOptions, CompletionResult, apply_completion_txn
 from history.vocabulary import EventType
 
 # How far the worker's clock may be from the server's for its start time to be recorded.

@@ -20,7 +20,7 @@ from chronicle.errors import ChronicleError
 from history.kernel import store, tokens
 from history.kernel._mutation import ExecutionMutation
 from history.kernel.locks import lock_run, shard_for
-from history.kernel.workflow_tasks import _on_sticky_queue
+from history.kernel.workflow_tasks import on_sticky_queue
 from history.models import Task, TaskKind, TimerKind, TimerTask, WorkflowExecution
 
 # The default a run's sticky schedule-to-start timeout has before any worker set one.
@@ -48,7 +48,7 @@ def reset_sticky_task_queue(*, scope: tokens.TaskScope, workflow_id: str, run_id
         if not ex.is_running or not ex.sticky_task_queue:
             return
         mutation = ExecutionMutation(ex, ex.namespace)
-        if _waiting_on_sticky_queue(ex):
+        if _waitingon_sticky_queue(ex):
             _move_to_normal_queue(mutation)
         ex.sticky_task_queue = ""
         ex.sticky_schedule_to_start_timeout = _DEFAULT_STICKY_TIMEOUT
@@ -68,9 +68,9 @@ def _lock_scoped_run(scope: tokens.TaskScope, workflow_id: str, run_id: str | uu
     return ex
 
 
-def _waiting_on_sticky_queue(ex: WorkflowExecution) -> bool:
+def _waitingon_sticky_queue(ex: WorkflowExecution) -> bool:
     """Whether the run's workflow task is scheduled on its sticky queue and not started."""
-    return bool(ex.wft_scheduled_event_id) and not ex.wft_started_event_id and _on_sticky_queue(ex)
+    return bool(ex.wft_scheduled_event_id) and not ex.wft_started_event_id and on_sticky_queue(ex)
 
 
 def _move_to_normal_queue(mutation: ExecutionMutation) -> None:

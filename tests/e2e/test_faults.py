@@ -140,3 +140,42 @@ def test_a_task_run_ahead_with_its_result_is_written_once_whatever_the_crash(
         assert again.status_code == 404, again.text  # stale: the first report was committed
     assert kinds.count("ActivityTaskCompleted") == 1 and kinds.count("WorkflowExecutionCompleted") == 1
     assert api.describe(wid)["status"] == "Completed"
+
+
+def test_completions_written_together_are_written_once_whatever_the_crash(
+    frontend_crashing: str, api: Api, tenant: Tenant, queue: str, crash_point: str
+) -> None:
+    """A report batch's completions of several runs are one transaction: a frontend killed
+    before its commit wrote none of them (the batch, sent again, completes each run); killed
+    after it, the batch sent again is refused call by call as stale, and no run closes twice."""
+    worker = ScriptedWorker(api, queue)
+    wids = [f"together-{uuid.uuid4().hex[:8]}" for _ in range(3)]
+    for wid in wids:
+        started = api.post("/workflows", {"workflow_id": wid, "workflow_type": "T", "task_queue": queue})
+        assert started.status_code == 201, started.text
+    tasks = [worker.poll_workflow_task() for _ in wids]
+    batch = {
+        "responses": [
+            {
+                "kind": "workflow-tasks/complete",
+                "body": {
+                    "task_token": t["task_token"],
+                    "commands": [command("CompleteWorkflowExecution", result=1)],
+                },
+            }
+            for t in tasks
+        ]
+    }
+    url = f"/api/v1/namespaces/{tenant.namespace}/task-queues/{queue}/responses"
+    headers = {"Authorization": f"Bearer {tenant.keys['all']}"}
+    with pytest.raises(httpx.HTTPError):
+        httpx.post(frontend_crashing + url, json=batch, headers=headers, timeout=10)
+
+    again = api.post(f"/task-queues/{queue}/responses", batch)
+
+    assert again.status_code == 200, again.text
+    statuses = [answer["status"] for answer in again.json()["responses"]]
+    assert statuses == ([200] * 3 if crash_point == "before_commit" else [404] * 3)
+    for wid in wids:
+        assert api.event_types(wid).count("WorkflowExecutionCompleted") == 1
+        assert api.describe(wid)["status"] == "Completed"
