@@ -12,7 +12,6 @@ work (an import-linter contract says so).
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta
@@ -23,7 +22,7 @@ from django.utils import timezone
 
 from chronicle import clock
 from history.kernel import closing, payloads, store
-from history.kernel.growth import continue_as_new_suggestion
+from history.kernel.growth import continue_as_new_suggestion, history_limit_reached
 from history.kernel.locks import database_stamp, may_have_children
 from history.kernel.payloads import payload_size
 from history.kernel.retry import workflow_task_retry_delay
@@ -50,8 +49,6 @@ from history.models import (
 )
 from history.vocabulary import EventType
 from namespaces.models import Namespace
-
-log = logging.getLogger("chronicle.kernel")
 
 # The search attribute naming the schedule that started a run (Temporal's TemporalScheduledById).
 SCHEDULED_BY_ID = "ChronicleScheduledById"
@@ -376,36 +373,22 @@ class ExecutionMutation:
 
     def enforce_history_limits(self) -> None:
         """Past the namespace's history limits the run is terminated (Temporal's rule)."""
-        ex = self.execution
-        if not ex.is_running:
-            return
-        count = ex.next_event_id - 1
-        if count >= self.namespace.history_count_limit:
-            reason = "Workflow history count exceeds limit."
-        elif ex.history_size_bytes >= self.namespace.history_size_limit_bytes:
-            reason = "Workflow history size exceeds limit."
-        else:
-            if count >= self.namespace.history_count_warn:
-                log.warning(
-                    "run %s has %d events (warn at %d)",
-                    ex.run_id,
-                    count,
-                    self.namespace.history_count_warn,
-                )
-            return
-        self.close(
-            ExecutionStatus.TERMINATED,
-            EventType.WORKFLOW_EXECUTION_TERMINATED,
-            {"reason": reason, "identity": "history-service", "details": None},
-        )
+        reason = history_limit_reached(self.execution, self.namespace)
+        if reason is not None:
+            self.close(
+                ExecutionStatus.TERMINATED,
+                EventType.WORKFLOW_EXECUTION_TERMINATED,
+                {"reason": reason, "identity": "history-service", "details": None},
+            )
 
     def save(self) -> None:
         """Write events, state, rows and notifications inside the caller's transaction:
         one statement (see :mod:`history.kernel.store`)."""
         assert connection.in_atomic_block, "kernel writes need an open transaction"
         write = store.Write()
-        if not self._prepare_save(write):
+        if not self._prepare_save():
             return
+        _drop_closed_runs_work(write, [self])
         if self.execution._state.adding:
             store.insert_rows(write, [self.execution])
         else:
@@ -413,8 +396,9 @@ class ExecutionMutation:
         store.remember_saved_columns(self.execution)
         _write_pending_rows([self], write)
 
-    def _prepare_save(self, write: store.Write) -> bool:
-        """Apply the checks due before writing, and what a close implies; False when the
+    def _prepare_save(self) -> bool:
+        """Apply the checks due before writing, and what a close implies (but the deletion
+        of the closed run's pending work: :func:`_drop_closed_runs_work`); False when the
         run was deleted instead."""
         if self.deleted:
             return False
@@ -423,7 +407,6 @@ class ExecutionMutation:
             ex = self.execution
             self._notifications.add((HISTORY_CHANNEL, self._close_notification()))
             self._activities = []  # a closed run keeps no pending activity
-            closing.drop_pending_work(write, [ex.run_id], [ex.shard_id])
             self.add_timer(TimerKind.RETENTION, self.now + timedelta(days=self.namespace.retention_days))
             for kind, scheduled_event_id in closing.child_duties(ex, has_children=may_have_children(ex)):
                 self.add_timer(kind, self.now, scheduled_event_id=scheduled_event_id)
@@ -447,14 +430,22 @@ def save_all(mutations: list[ExecutionMutation]) -> None:
     """
     assert connection.in_atomic_block, "kernel writes need an open transaction"
     write = store.Write()
-    live = [m for m in mutations if m._prepare_save(write)]
+    live = [m for m in mutations if m._prepare_save()]
     if not live:
-        store.send(write)
         return
+    _drop_closed_runs_work(write, live)
     store.update_whole_rows(write, [m.execution for m in live])
     for m in live:
         store.remember_saved_columns(m.execution)
     _write_pending_rows(live, write)
+
+
+def _drop_closed_runs_work(write: store.Write, mutations: list[ExecutionMutation]) -> None:
+    """Add the deletion of the pending work of the runs these mutations close, once for all
+    of them: one set of statements, whatever their number, is one text to prepare."""
+    closed = [m.execution for m in mutations if m.closed_now]
+    if closed:
+        closing.drop_pending_work(write, [ex.run_id for ex in closed], [ex.shard_id for ex in closed])
 
 
 def _write_pending_rows(mutations: list[ExecutionMutation], write: store.Write) -> None:
