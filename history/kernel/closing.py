@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.db import connection
+from django.db import connection, models
 
 from history.kernel import store
 from history.models import (
@@ -32,15 +32,27 @@ SURVIVE_CLOSE = frozenset(
     {TimerKind.RETENTION, TimerKind.START_CHILD, TimerKind.CHILD_CLOSED, TimerKind.PARENT_CLOSE_POLICY}
 )
 
-# Each is a part of the closing run's one write (a data-modifying WITH member); each names
-# the runs' shards besides the runs (docs/scale-out.md).
-_RUNS = "run_id = ANY(%s::uuid[]) AND shard_id = ANY(%s::int[])"
+
+# Each is a part of the closing runs' one write (a data-modifying WITH member); each names
+# the runs' shards besides the runs (docs/scale-out.md). The rows are found run by run
+# through the table's run index (a LATERAL subquery, kept apart from the outer query by
+# OFFSET 0): matched against the whole array at once, the planner scanned the whole table
+# once the array held a few dozen runs, a cost that grows with the table, not the close.
+def _delete_of_runs(model: type[models.Model], condition: str = "", lock: str = "") -> str:
+    table = model._meta.db_table
+    return (
+        f"DELETE FROM {table} WHERE shard_id = ANY(%s::int[]) AND id IN ("
+        f"SELECT x.id FROM unnest(%s::uuid[]) AS r(run_id) CROSS JOIN LATERAL ("
+        f"SELECT id FROM {table} WHERE run_id = r.run_id AND shard_id = ANY(%s::int[]){condition} "
+        f"OFFSET 0{lock}) x)"
+    )
+
+
 _DROP_PENDING_WORK = (
-    f"DELETE FROM {PendingActivity._meta.db_table} WHERE {_RUNS}",
-    f"DELETE FROM {TimerTask._meta.db_table} WHERE {_RUNS} AND kind <> ALL(%s::text[])",
-    f"DELETE FROM {Task._meta.db_table} WHERE shard_id = ANY(%s::int[]) AND id IN ("
-    f"SELECT id FROM {Task._meta.db_table} WHERE {_RUNS} FOR UPDATE SKIP LOCKED)",
-    f"DELETE FROM {PendingExternalRequest._meta.db_table} WHERE {_RUNS}",
+    _delete_of_runs(PendingActivity),
+    _delete_of_runs(TimerTask, " AND kind <> ALL(%s::text[])"),
+    _delete_of_runs(Task, lock=" FOR UPDATE SKIP LOCKED"),
+    _delete_of_runs(PendingExternalRequest),
 )
 
 _KEPT_KINDS = store.array_literal(sorted(str(kind) for kind in SURVIVE_CLOSE))
@@ -67,10 +79,10 @@ def drop_pending_work(write: store.Write, run_ids: Sequence[uuid.UUID], shard_id
     keep = _KEPT_KINDS
     shards = store.array_literal(sorted(set(shard_ids)))
     activities, timers, tasks, requests = _DROP_PENDING_WORK
-    write.add(activities, [runs, shards])
-    write.add(timers, [runs, shards, keep])
+    write.add(activities, [shards, runs, shards])
+    write.add(timers, [shards, runs, shards, keep])
     write.add(tasks, [shards, runs, shards])
-    write.add(requests, [runs, shards])
+    write.add(requests, [shards, runs, shards])
 
 
 def child_duties(execution: WorkflowExecution, *, has_children: bool) -> list[tuple[str, int]]:
