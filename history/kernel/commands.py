@@ -170,9 +170,7 @@ def _start_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: st
     delay = _seconds(a, "start_to_fire_timeout", "BAD_START_TIMER_ATTRIBUTES")
     if delay <= 0:
         raise CommandRejected("BAD_START_TIMER_ATTRIBUTES", "start_to_fire_timeout must be positive")
-    if TimerTask.objects.filter(
-        run=m.execution, shard_id=m.execution.shard_id, kind=TimerKind.USER_TIMER, timer_id=timer_id
-    ).exists():
+    if _timer_running(m, timer_id):
         raise CommandRejected("START_TIMER_DUPLICATE_ID", f"timer_id {timer_id!r} is running")
     started = m.append(
         EventType.TIMER_STARTED,
@@ -188,6 +186,21 @@ def _start_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: st
         timer_id=timer_id,
         scheduled_event_id=started,
     )
+
+
+_RUNNING_TIMER = (
+    f"SELECT 1 FROM {TimerTask._meta.db_table} "
+    "WHERE run_id = %s AND shard_id = %s AND kind = %s AND timer_id = %s LIMIT 1"
+)
+
+
+def _timer_running(m: ExecutionMutation, timer_id: str) -> bool:
+    """Whether the run has a user timer of this id running: one fixed statement (as an ORM
+    query, compiling it cost more than running it, once per ``workflow.sleep``)."""
+    ex = m.execution
+    with store.bound_cursor() as cursor:
+        cursor.execute(_RUNNING_TIMER, [ex.run_id, ex.shard_id, TimerKind.USER_TIMER.value, timer_id])
+        return cursor.fetchone() is not None
 
 
 def _cancel_timer(m: ExecutionMutation, a: dict[str, Any], wtc: int, identity: str) -> None:

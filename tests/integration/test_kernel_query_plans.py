@@ -8,16 +8,22 @@ falls back to a sequential scan, and the test names the index it expected.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from executions import selectors
+from history.kernel import ExecutionMutation
+from history.kernel._mutation import save_all
+from history.kernel.locks import lock_runs
+from history.kernel.responses import histories_after
 from history.models import WorkflowExecution
 from history.shard_owner import ShardOwner
+from history.vocabulary import EventType
 from matching.dispatch import poll_once
 from tests.factories import ExecutionFactory
 
@@ -115,3 +121,65 @@ def test_next_fire_lookup_reads_the_shard_fire_at_index() -> None:
     owner.owned = {0: 1, 1: 1}
     lookup = captured_sql(owner.refresh_next_fire, "min(fire_at)")
     assert "timer_due" in indexes_used(lookup)
+
+
+def plan_seq_scans(sql: str, table: str) -> list[dict[str, Any]]:
+    """The sequential scans of ``table`` in PostgreSQL's own choice of plan for ``sql``
+    (sequential scans allowed, the tables analysed with this test's rows)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {table}")
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql)
+        (document,) = cursor.fetchone()
+    nodes = plan_nodes(document[0]["Plan"])
+    return [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table]
+
+
+@contextmanager
+def rows_of_other_runs(table: str, columns: str, values: str, count: int = 3_000) -> Iterator[None]:
+    """Rows of runs that are not the test's, for the test's duration: a table of a few
+    thousand rows, where matching a batch's runs against the whole array made the planner
+    scan it all. They name no run, so they are gone before the test's end checks the
+    foreign keys."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({columns}) "
+            f"SELECT {values} FROM generate_series(1, %s) AS g(i) RETURNING id",
+            [count],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", [ids])
+
+
+def test_a_close_of_many_runs_finds_their_timers_run_by_run() -> None:
+    runs = [ExecutionFactory() for _ in range(32)]
+
+    def close_all() -> None:
+        with transaction.atomic():
+            locked = lock_runs([r.run_id for r in runs], [r.shard_id for r in runs])
+            mutations = [ExecutionMutation(ex, ex.namespace) for ex in locked.values()]
+            for m in mutations:
+                m.close("Completed", EventType.WORKFLOW_EXECUTION_COMPLETED, {"result": None})
+            save_all(mutations)
+
+    sql = captured_sql(close_all, "DELETE FROM history_timertask")
+    with rows_of_other_runs(
+        "history_timertask",
+        "run_id, shard_id, kind, fire_at, timer_id, scheduled_event_id, attempt, timeout_type, failures",
+        "gen_random_uuid(), i %% 16, 'user', now() + interval '1 day', 't', 1, 1, '', 0",
+    ):
+        assert plan_seq_scans(sql, "history_timertask") == []
+
+
+def test_a_burst_reads_each_runs_history_through_the_run_event_index() -> None:
+    runs = [ExecutionFactory() for _ in range(16)]
+    sql = captured_sql(lambda: histories_after([(ex, 0) for ex in runs]), "unnest(")
+    with rows_of_other_runs(
+        "history_historyevent",
+        "run_id, shard_id, event_id, event_type, event_time, attributes",
+        "gen_random_uuid(), i %% 16, 1, 'WorkflowExecutionStarted', now(), '{}'::jsonb",
+    ):
+        assert plan_seq_scans(sql, "history_historyevent") == []

@@ -79,6 +79,31 @@ def test_concurrent_signals_get_gapless_event_ids() -> None:
     assert execution.next_event_id == ids[-1] + 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_timer_started_again_while_it_runs_fails_the_task() -> None:
+    execution = ExecutionFactory()
+    timer = {"command_type": "StartTimer", "attributes": {"timer_id": "t1", "start_to_fire_timeout": 60}}
+    first = poll_once(execution.namespace, execution.task_queue, "workflow", "test-worker")
+    assert first is not None
+    kernel.respond_workflow_task_completed(
+        scope=scope_of(first), task_token=first["task_token"], commands=[timer]
+    )
+    kernel.signal_workflow_execution(
+        execution.namespace, workflow_id=execution.workflow_id, run_id=None, signal_name="s", input=[]
+    )
+    second = poll_once(execution.namespace, execution.task_queue, "workflow", "test-worker")
+    assert second is not None
+
+    kernel.respond_workflow_task_completed(
+        scope=scope_of(second), task_token=second["task_token"], commands=[timer]
+    )
+
+    failed = HistoryEvent.objects.get(run=execution, event_type="WorkflowTaskFailed")
+    assert failed.attributes["cause"] == "WORKFLOW_TASK_FAILED_CAUSE_START_TIMER_DUPLICATE_ID"
+    assert event_types(execution).count("TimerStarted") == 1
+    assert TimerTask.objects.filter(run=execution, kind=TimerKind.USER_TIMER).count() == 1
+
+
 @pytest.mark.django_db
 def test_a_rejected_command_list_leaves_nothing_half_written() -> None:
     execution = ExecutionFactory()
