@@ -71,42 +71,13 @@ class CompletionOptions:
 
 
 def respond_workflow_task_completed(
-    *,
-    scope: tokens.TaskScope,
-    task_token: str,
-    commands: list[dict[str, Any]],
-    identity: str = "",
-    sticky_task_queue: str = "",
-    sticky_schedule_to_start_timeout: float = 0.0,
-    return_new_workflow_task: bool = False,
-    force_create_new_workflow_task: bool = False,
-    query_results: dict[str, Any] | None = None,
-    worker_version_stamp: WorkerVersionStamp | None = None,
-    messages: list[dict[str, Any]] | None = None,
-    return_recorded_events: bool = False,
+    *, scope: tokens.TaskScope, task_token: str, **fields: Any
 ) -> CompletionResult:
-    """Apply a completed workflow task's commands (temporal-semantics §2).
-
-    ``query_results`` answers the queries the task carried; they are kept even when the
-    commands are rejected, since the answers came from the same replay.
-    ``worker_version_stamp`` (the completing worker's build) is recorded on
-    ``WorkflowTaskCompleted`` as ``worker_version``. ``messages`` answer the updates the task
-    carried (:mod:`history.kernel.updates`).
-    """
+    """Apply a completed workflow task's commands (temporal-semantics §2); ``fields`` are
+    the rest of the completion's body, as :meth:`CompletionRequest.of` takes them."""
     token = tokens.decode(task_token, "wft")
-    validate_command_list(commands)
-    request = CompletionRequest.of(
-        commands=commands,
-        identity=identity,
-        sticky_task_queue=sticky_task_queue,
-        sticky_schedule_to_start_timeout=sticky_schedule_to_start_timeout,
-        return_new_workflow_task=return_new_workflow_task,
-        force_create_new_workflow_task=force_create_new_workflow_task,
-        query_results=query_results,
-        worker_version_stamp=worker_version_stamp,
-        messages=messages,
-        return_recorded_events=return_recorded_events,
-    )
+    request = CompletionRequest.of(**fields)
+    validate_command_list(request.commands)
     request.check()
     result: CompletionResult | None = None
     rejected: CommandRejected | None = None
@@ -153,7 +124,14 @@ class CompletionRequest:
         messages: list[dict[str, Any]] | None = None,
         return_recorded_events: bool = False,
     ) -> CompletionRequest:
-        """The request from the completion call's fields (the API's names)."""
+        """The request from the completion call's fields (the API's names).
+
+        ``query_results`` answers the queries the task carried; they are kept even when the
+        commands are rejected, since the answers came from the same replay.
+        ``worker_version_stamp`` (the completing worker's build) is recorded on
+        ``WorkflowTaskCompleted`` as ``worker_version``. ``messages`` answer the updates the
+        task carried (:mod:`history.kernel.updates`).
+        """
         return cls(
             commands=commands,
             messages=messages or [],
