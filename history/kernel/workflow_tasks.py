@@ -84,7 +84,8 @@ def record_workflow_tasks_started_txn(
     poller's build) is recorded on each ``WorkflowTaskStarted``.
     """
     assert transaction.get_connection().in_atomic_block
-    started: list[tuple[WorkflowTaskClaim, ExecutionMutation] | None] = []
+    started: list[WorkflowTaskClaim | None] = []
+    mutations: list[ExecutionMutation] = []
     for claim in claims:
         if not claim.current():  # a run claimed twice in a batch is stale the second time
             started.append(None)
@@ -97,8 +98,8 @@ def record_workflow_tasks_started_txn(
         mutation.start_workflow_task(
             identity=identity, request_id=claim.request_id, worker_version=worker_version
         )
-        started.append((claim, mutation))
-    mutations = [pair[1] for pair in started if pair is not None]
+        started.append(claim)
+        mutations.append(mutation)
     if len(mutations) == 1:
         mutations[0].save()
     elif mutations:
@@ -106,21 +107,22 @@ def record_workflow_tasks_started_txn(
     return _responses(started)
 
 
-def _responses(
-    started: list[tuple[WorkflowTaskClaim, ExecutionMutation] | None],
-) -> list[WorkflowTaskResponse | None]:
+def _responses(started: list[WorkflowTaskClaim | None]) -> list[WorkflowTaskResponse | None]:
     """The started tasks' answers, their new events read in one statement."""
-    runs = [(pair[0].execution, _sticky(pair[0])) for pair in started if pair is not None]
-    histories = (
-        histories_after([(ex, history_start(ex, sticky=sticky)) for ex, sticky in runs]) if runs else {}
-    )
+    sticky = {claim.execution.run_id: _sticky(claim) for claim in started if claim is not None}
+    reads = [
+        (claim.execution, history_start(claim.execution, sticky=sticky[claim.execution.run_id]))
+        for claim in started
+        if claim is not None
+    ]
+    histories = histories_after(reads) if reads else {}
     answers: list[WorkflowTaskResponse | None] = []
-    for pair in started:
-        if pair is None:
+    for claim in started:
+        if claim is None:
             answers.append(None)
             continue
-        ex = pair[0].execution
-        response = build_workflow_task_response(ex, sticky=_sticky(pair[0]), history=histories[ex.run_id])
+        ex = claim.execution
+        response = build_workflow_task_response(ex, sticky=sticky[ex.run_id], history=histories[ex.run_id])
         # The queries buffered for this run ride on the task; the worker answers in its completion.
         response.queries = buffered_queries(ex)
         answers.append(response)
