@@ -296,11 +296,11 @@ def _start_burst(
     started = kernel.record_workflow_tasks_started_txn(
         claims, identity=identity, worker_version=worker_version
     )
-    by_task = {id(task): response for (task, _), response in zip(workflow_tasks, started, strict=True)}
+    by_task = {task.pk: response for (task, _), response in zip(workflow_tasks, started, strict=True)}
     answers: list[dict[str, Any]] = []
     for task, from_sticky in claimed:
-        if id(task) in by_task:
-            response = by_task[id(task)]
+        if task.pk in by_task:
+            response = by_task[task.pk]
             answer = response.as_dict() if response is not None else None
         else:
             answer = _start(
