@@ -20,9 +20,9 @@ from tests.factories import NamespaceFactory, scope_of
 pytestmark = pytest.mark.django_db
 
 
-def _definition(**policy: Any) -> kernel.ScheduleDefinition:
+def _definition(every: int = 1, **policy: Any) -> kernel.ScheduleDefinition:
     return kernel.ScheduleDefinition(
-        spec={"intervals": [{"every": 1}]},
+        spec={"intervals": [{"every": every}]},
         action={"workflow_type": "Report", "workflow_id": "report", "task_queue": "q"},
         policy=policy,
     )
@@ -142,10 +142,13 @@ def test_bad_definitions_are_refused_before_anything_is_written(change: dict[str
 
 def test_cancel_other_requests_cancellation_and_starts_after_the_close() -> None:
     ns = NamespaceFactory()
-    schedule = kernel.create_schedule(ns, "c", _definition(overlap="CANCEL_OTHER"))
+    # Every minute, from a cursor one interval back: another action falls due between the
+    # two firings below only if a minute boundary passes between them (every second, a
+    # slow machine crossed a second's boundary there and buffered a third start).
+    schedule = kernel.create_schedule(ns, "c", _definition(every=60, overlap="CANCEL_OTHER"))
     kernel.trigger_schedule(ns, "c")
     (first,) = _runs(ns)
-    Schedule.objects.filter(pk=schedule.pk).update(cursor_time=timezone.now() - timedelta(seconds=1.5))
+    Schedule.objects.filter(pk=schedule.pk).update(cursor_time=timezone.now() - timedelta(seconds=60.5))
     schedule = _fire_now(schedule)
     first.refresh_from_db()
     assert first.cancel_requested and first.is_running
