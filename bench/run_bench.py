@@ -103,15 +103,18 @@ def stop_process(proc: subprocess.Popen[bytes], grace: float = 20.0) -> None:
 def prepare_database(env: dict[str, str], namespace: str = NS, timeout: float = 300) -> str:
     """Migrate the scratch database in ``env`` and return an API key of ``namespace`` (every role).
 
-    The namespace has no request rate limit, so the benches measure the engine, not the limiter.
+    The namespace has no request rate limit, so the benches measure the engine, not the
+    limiter; ``BENCH_REQUEST_RPS`` sets one (the namespace default is 2,400) to measure what
+    the limiter adds to each call.
     """
     py = python_exe()
+    request_rps = float(os.environ.get("BENCH_REQUEST_RPS", "0"))
     subprocess.run(
         [py, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=timeout
     )
     snippet = (
         "from namespaces.services import namespace_create, api_key_issue; "
-        f'ns=namespace_create(name="{namespace}", request_rps=0); '
+        f'ns=namespace_create(name="{namespace}", request_rps={request_rps!r}); '
         'print(api_key_issue(namespace=ns, name="b", roles=["client","worker","admin"])[1])'
     )
     out = subprocess.run(
