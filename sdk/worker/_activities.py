@@ -115,7 +115,9 @@ class ActivityRunner:
     async def poll_loop(self, stopping: asyncio.Event) -> None:
         """Poll only while a slot is free; each task runs in its own asyncio task."""
         path = f"/task-queues/{self.worker.task_queue}/activity-tasks/poll"
-        await self.worker.poll_loop(path, self.slots, self.start, "activity poll", stopping)
+        worker = self.worker
+        share = worker.poll_share(worker.max_concurrent_activities, worker.max_concurrent_activity_task_polls)
+        await worker.poll_loop(path, self.slots, self.start, "activity poll", stopping, share)
 
     def start(self, task: dict[str, Any]) -> None:
         """Run a task already holding a slot (from a poll or an eager dispatch)."""

@@ -28,8 +28,8 @@ from sdk.worker.workflow_sandbox import UnsandboxedWorkflowRunner, WorkflowRunne
 log = logging.getLogger("sdk.worker")
 
 POLL_TIMEOUT_SECONDS = 30.0
-# The most tasks one poll asks for (the server's limit is 32).
-MAX_TASKS_PER_POLL = 8
+# The most tasks one poll asks for: the server's limit.
+MAX_TASKS_PER_POLL = 32
 # Once shutdown is asked for, an outcome the server cannot take is retried this long, then
 # given up: the server retries the task after its timeout, so nothing is lost, and a
 # worker stopping while the server is down does not hang.
@@ -193,6 +193,12 @@ class Worker:
         await self.shutdown()
         await self._runner
 
+    @staticmethod
+    def poll_share(slots: int, polls: int) -> int:
+        """How many tasks each of ``polls`` concurrent polls may ask for from ``slots``: an
+        even part, at least one, at most the server's limit per poll."""
+        return max(1, min(MAX_TASKS_PER_POLL, slots // max(1, polls)))
+
     async def poll_loop(
         self,
         path: str,
@@ -200,19 +206,23 @@ class Worker:
         start: Callable[[dict[str, Any]], None],
         what: str,
         stopping: asyncio.Event,
+        share: int = MAX_TASKS_PER_POLL,
     ) -> None:
         """Long-poll ``path`` while a slot is free, asking for as many tasks as slots are
-        free (up to :data:`MAX_TASKS_PER_POLL`), and ``start`` each task on its slot.
+        free (up to ``share``), and ``start`` each task on its slot.
 
         A burst (many timers firing at once, a fan-out's results) then arrives in a few
         calls instead of one call per task; an idle queue costs one waiting poll as before.
+        ``share`` is this poll's part of the slots (:meth:`poll_share`): a poll that held
+        every free slot through its long wait would keep the others from polling, and a
+        queue with no poll of its own waits for that poll's timeout.
         Outages are retried with backoff, so a worker keeps polling through them.
         """
         failures = 0
         while not stopping.is_set():
             await slots.acquire()
             held = 1
-            while held < MAX_TASKS_PER_POLL and not slots.locked():
+            while held < share and not slots.locked():
                 await slots.acquire()  # free: returns at once
                 held += 1
             tasks: list[dict[str, Any]] = []

@@ -81,12 +81,14 @@ class WorkflowRunner:
         """Concurrent long polls split between the task queue and this worker's sticky queue.
 
         Most tasks of a running workflow arrive on the sticky queue, so it gets the larger
-        share; each queue always has at least one poll.
+        share; each queue always has at least one poll, and each poll asks for at most its
+        even part of the slots, so a poll on one queue cannot hold every slot.
         """
         total = self.worker.max_concurrent_workflow_task_polls
         normal = max(1, round(total * self.worker.nonsticky_to_sticky_poll_ratio))
         sticky = max(1, total - normal)
         queues = [self.worker.task_queue] * normal + [self.sticky_queue] * sticky
+        share = self.worker.poll_share(self.worker.max_concurrent_workflow_tasks, len(queues))
         return [
             asyncio.create_task(
                 self.worker.poll_loop(
@@ -95,6 +97,7 @@ class WorkflowRunner:
                     self.run_reserved,
                     f"workflow poll on {queue}",
                     stopping,
+                    share,
                 )
             )
             for queue in queues
