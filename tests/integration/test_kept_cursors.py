@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gc
 import weakref
+from datetime import UTC
 from typing import Any
 
 import psycopg
 import pytest
 from django.db import connection, transaction
+from psycopg import pq
 
 from history.kernel import cursors, store
 from history.kernel.locks import lock_run
@@ -109,3 +111,16 @@ def test_kept_cursors_go_with_their_connection(django_db_setup: Any) -> None:
     del conn
     gc.collect()
     assert gone() is None
+
+
+def test_timestamps_come_back_through_the_compiled_loader_as_the_orm_reads_them() -> None:
+    run = ExecutionFactory()
+    with store.bound_cursor() as cursor:
+        cursor.execute(_READ, [run.run_id])
+        row = cursor.fetchone()
+    start_time = row[2]
+    assert start_time == WorkflowExecution.objects.get(pk=run.pk).start_time
+    assert start_time.tzinfo is UTC
+    loader = _kept()._by_text[_READ].adapters.get_loader(cursors._TIMESTAMPTZ_OID, pq.Format.TEXT)
+    assert loader is psycopg.adapters.get_loader(cursors._TIMESTAMPTZ_OID, pq.Format.TEXT)
+    assert loader.__module__ == "psycopg_binary._psycopg"  # not Django's Python subclass

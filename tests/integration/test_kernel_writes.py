@@ -333,3 +333,18 @@ def test_rows_sent_as_json_come_back_as_they_were() -> None:
         assert stored.close_time == written.close_time
         signal = HistoryEvent.objects.get(run_id=written.run_id, event_type="WorkflowExecutionSignaled")
         assert signal.attributes == {"signal_name": text, "input": text}
+
+
+@pytest.mark.django_db
+def test_a_json_column_changed_in_place_deep_inside_is_written() -> None:
+    """A locked run keeps a copy of its JSON columns: a change made inside a nested value
+    is a change of the column, written back."""
+    execution = ExecutionFactory(memo={"order": {"lines": [{"sku": "a"}]}})
+    with transaction.atomic():
+        run = lock_run(execution.run_id)
+        run.memo["order"]["lines"][0]["sku"] = "b"
+        write = store.Write()
+        store.update_changed_columns(write, run)
+        assert write.parts, "the nested change was not seen"
+        store.send(write)
+    assert WorkflowExecution.objects.get(pk=execution.pk).memo == {"order": {"lines": [{"sku": "b"}]}}
