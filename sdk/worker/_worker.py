@@ -28,8 +28,8 @@ from sdk.worker.workflow_sandbox import UnsandboxedWorkflowRunner, WorkflowRunne
 log = logging.getLogger("sdk.worker")
 
 POLL_TIMEOUT_SECONDS = 30.0
-# The most tasks one poll asks for: the server's limit.
-MAX_TASKS_PER_POLL = 32
+# The most tasks one poll asks for (the server's limit is 32).
+MAX_TASKS_PER_POLL = 8
 # Once shutdown is asked for, an outcome the server cannot take is retried this long, then
 # given up: the server retries the task after its timeout, so nothing is lost, and a
 # worker stopping while the server is down does not hang.
@@ -196,8 +196,13 @@ class Worker:
     @staticmethod
     def poll_share(slots: int, polls: int) -> int:
         """How many tasks each of ``polls`` concurrent polls may ask for from ``slots``: an
-        even part, at least one, at most the server's limit per poll."""
-        return max(1, min(MAX_TASKS_PER_POLL, slots // max(1, polls)))
+        even part of half of them, at least one, at most :data:`MAX_TASKS_PER_POLL`.
+
+        The other half stay free while the polls wait, for the tasks handed over without
+        a poll (an eager start's first task, eager activities, the workflow task an
+        activity's result brings back), which a worker with no free slot refuses, each then
+        costing a call more."""
+        return max(1, min(MAX_TASKS_PER_POLL, slots // (2 * max(1, polls))))
 
     async def poll_loop(
         self,
@@ -213,10 +218,10 @@ class Worker:
 
         A burst (many timers firing at once, a fan-out's results) then arrives in a few
         calls instead of one call per task; an idle queue costs one waiting poll as before.
-        ``share`` is this poll's part of the slots (:meth:`poll_share`): a poll that held
-        every free slot through its long wait would keep the others from polling, and a
-        queue with no poll of its own waits for that poll's timeout.
-        Outages are retried with backoff, so a worker keeps polling through them.
+        ``share`` is this poll's part of the slots (:meth:`poll_share`): a poll holds the
+        slots it asks for while it waits, and one that held every free slot kept its
+        siblings from polling, so a queue with no poll of its own waited for that poll's
+        timeout. Outages are retried with backoff, so a worker keeps polling through them.
         """
         failures = 0
         while not stopping.is_set():
