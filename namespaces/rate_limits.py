@@ -1,7 +1,9 @@
 """Token buckets in PostgreSQL, so a limit holds across every frontend process.
 
 One statement refills and takes a token atomically; it runs in autocommit (outside
-any kernel transaction) so the bucket row is locked only for that statement.
+any kernel transaction) so the bucket row is locked only for that statement. The table is
+unlogged (migration 0008), so that commit does not wait for a WAL flush; after a crash
+every bucket starts full.
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ class Worker:
         start: Callable[[dict[str, Any]], None],
         what: str,
         stopping: asyncio.Event,
-        share: int = MAX_TASKS_PER_POLL,
+        share: int,
     ) -> None:
         """Long-poll ``path`` while a slot is free, asking for as many tasks as slots are
         free (up to ``share``), and ``start`` each task on its slot.
