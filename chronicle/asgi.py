@@ -35,7 +35,7 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.urls import Resolver404, get_resolver, set_script_prefix, set_urlconf
 from django.utils.log import log_response
 
-from chronicle import health, metrics
+from chronicle import health, heap, metrics
 from chronicle.logging_config import bind_request
 from chronicle.waiting_views import waits_on_its_thread
 
@@ -196,3 +196,6 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# Everything this worker serves with is built: leave it out of the collector's walks.
+heap.settle_after_start()

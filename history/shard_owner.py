@@ -38,7 +38,7 @@ from chronicle import clock, health, metrics
 from chronicle.conf import engine_settings
 from chronicle.db import DatabaseOutage
 from history import time_skipping
-from history.kernel import ShardFence, ShardFenceLost, fire_timers
+from history.kernel import ShardFence, ShardFenceLost, due_timer_rows, fire_timers
 from history.kernel.payloads import collect_unreferenced
 from history.kernel.transfers import TRANSFER_KINDS, process_transfer
 from history.kernel.wakeups import TIMERS_CHANNEL
@@ -199,11 +199,7 @@ class ShardOwner:
         metrics.timer_lateness(now, [self.next_fire[s] for s in due_shards])
         did = False
         while due_shards:
-            due = list(
-                TimerTask.objects.filter(shard_id__in=due_shards, fire_at__lte=clock.database_now())
-                .order_by("fire_at")
-                .values_list("id", "run_id", "shard_id", "kind")[:FIRE_BATCH]
-            )
+            due = due_timer_rows(due_shards, FIRE_BATCH)
             if not due:
                 break
             fence_of = {s: ShardFence(s, self.owned[s]) for s in sorted({shard for _, _, shard, _ in due})}

@@ -55,7 +55,7 @@ from history.kernel.schedules import (
 )
 from history.kernel.start import StartRequest, StartResult, start_workflow_execution
 from history.kernel.sticky import reset_sticky_task_queue
-from history.kernel.timers import ShardFence, ShardFenceLost, fire_timers
+from history.kernel.timers import ShardFence, ShardFenceLost, due_timer_rows, fire_timers
 from history.kernel.tokens import TaskScope
 from history.kernel.updates import (
     UpdateRequest,
@@ -91,6 +91,7 @@ __all__ = [
     "create_query",
     "create_schedule",
     "delete_schedule",
+    "due_timer_rows",
     "find_update",
     "fire_timers",
     "pause_schedule",

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from chronicle import heap
 from chronicle.db import protect_as
 from executions.batch_runner import BatchRunner
 
@@ -25,6 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         protect_as("daemon")
+        heap.settle_after_start()
         BatchRunner(
             options["owner"], lease_seconds=options["lease_seconds"], poll_interval=options["poll_interval"]
         ).run()

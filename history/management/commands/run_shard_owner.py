@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import connection
 
+from chronicle import heap
 from chronicle.db import listen_conninfo, protect_as, require_reachable_database
 from history.shard_owner import ShardOwner
 
@@ -19,6 +20,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         protect_as("daemon")
+        heap.settle_after_start()
         require_reachable_database()
         connection.ensure_connection()
         ShardOwner(owner=options["owner"]).run(listen_conninfo())
