@@ -305,27 +305,29 @@ def test_many_runs_written_together_get_each_its_own_columns() -> None:
 @pytest.mark.django_db
 def test_rows_sent_as_json_come_back_as_they_were() -> None:
     """Every kind of value a batch carries survives the JSON form: quotes, backslashes and
-    non-ASCII text, JSON scalars and nesting, a JSON column's None as SQL NULL, floats,
-    times to the microsecond, ids."""
+    non-ASCII text, JSON scalars and nesting, integers past 64 bits, a JSON column's None as
+    SQL NULL, floats, times to the microsecond, on a whole second and in another zone, ids."""
     executions = [ExecutionFactory() for _ in range(store.FEW_ROWS + 2)]
     mutations = [ExecutionMutation(lock_run(e.run_id), e.namespace) for e in executions]
     awkward = ['say "hi"', "back\\slash", "tab\there", "ünïcødé ✓", "", "{not json}"]
-    for text, mutation in zip(awkward, mutations, strict=True):
+    elsewhere = timezone.get_fixed_timezone(330)
+    times = [timezone.now(), timezone.now().replace(microsecond=0), timezone.now().astimezone(elsewhere)]
+    for i, (text, mutation) in enumerate(zip(awkward, mutations, strict=True)):
         ex = mutation.execution
-        ex.memo = {"text": text, "nested": [1, 2.5, None, {"k": text}]}
+        ex.memo = {"text": text, "nested": [1, 2.5, None, {"k": text}], "big": 2**70 + i}
         ex.search_attributes = {}
         ex.result = text
         ex.failure = None
         ex.cancel_requested = not ex.cancel_requested
         ex.run_timeout = 0.1 + len(text) / 3
-        ex.close_time = timezone.now()
+        ex.close_time = times[i % len(times)]
         mutation.append("WorkflowExecutionSignaled", {"signal_name": text, "input": text})
     save_all(mutations)
 
-    for text, mutation in zip(awkward, mutations, strict=True):
+    for i, (text, mutation) in enumerate(zip(awkward, mutations, strict=True)):
         written = mutation.execution
         stored = WorkflowExecution.objects.get(run_id=written.run_id)
-        assert stored.memo == {"text": text, "nested": [1, 2.5, None, {"k": text}]}
+        assert stored.memo == {"text": text, "nested": [1, 2.5, None, {"k": text}], "big": 2**70 + i}
         assert stored.result == text and stored.failure is None
         assert WorkflowExecution.objects.filter(run_id=written.run_id, failure__isnull=True).exists()
         assert stored.cancel_requested == written.cancel_requested
