@@ -15,7 +15,7 @@ from chronicle.errors import ChronicleError, ErrorCode
 from history import kernel
 from history.kernel import ExecutionMutation, store
 from history.kernel._mutation import save_all
-from history.kernel.locks import lock_run
+from history.kernel.locks import lock_run, lock_runs
 from history.models import HistoryEvent, PendingActivity, Task, TimerKind, TimerTask, WorkflowExecution
 from matching.dispatch import poll_once
 from namespaces.auth import access_namespace, api_key_from_header
@@ -350,3 +350,18 @@ def test_a_json_column_changed_in_place_deep_inside_is_written() -> None:
         assert write.parts, "the nested change was not seen"
         store.send(write)
     assert WorkflowExecution.objects.get(pk=execution.pk).memo == {"order": {"lines": [{"sku": "b"}]}}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_locked_together_share_their_namespace_and_keep_their_own() -> None:
+    """A batch's runs of one namespace get one instance of it, read with them; a run of
+    another namespace gets its own, and each run still holds its own columns."""
+    home, other = NamespaceFactory(), NamespaceFactory()
+    runs = [ExecutionFactory(namespace=namespace) for namespace in (home, home, other)]
+    with transaction.atomic():
+        locked = lock_runs([r.run_id for r in runs], {r.shard_id for r in runs})
+    first, second, third = (locked[r.run_id] for r in runs)
+    assert first.namespace is second.namespace and first.namespace.name == home.name
+    assert third.namespace is not first.namespace and third.namespace.name == other.name
+    assert [first.workflow_id, second.workflow_id, third.workflow_id] == [r.workflow_id for r in runs]
+    assert {first.namespace_id, third.namespace_id} == {home.id, other.id}
