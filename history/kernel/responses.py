@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,7 +65,7 @@ def _history_for(ex: WorkflowExecution, *, after: int) -> list[dict[str, Any]]:
     with store.bound_cursor() as cursor:
         cursor.execute(_EVENTS_AFTER, [ex.run_id, ex.shard_id, after])
         rows = cursor.fetchall()
-    return [event_dict(event_id, kind, time, json.loads(attrs)) for event_id, kind, time, attrs in rows]
+    return [event_dict(event_id, kind, time, store.read_json(attrs)) for event_id, kind, time, attrs in rows]
 
 
 # Run by run through the run's event index (a LATERAL subquery, kept apart by OFFSET 0):
@@ -97,7 +96,7 @@ def histories_after(reads: Sequence[tuple[WorkflowExecution, int]]) -> dict[uuid
         cursor.execute(_EVENTS_AFTER_EACH, params)
         rows = cursor.fetchall()
     for run_id, event_id, kind, time, attrs in rows:
-        histories[run_id].append(event_dict(event_id, kind, time, json.loads(attrs)))
+        histories[run_id].append(event_dict(event_id, kind, time, store.read_json(attrs)))
     return histories
 
 

@@ -355,12 +355,29 @@ def select_list(model: type[models.Model], alias: str) -> str:
 
 
 @functools.cache
-def _loading(model: type[models.Model]) -> tuple[tuple[str, ...], tuple[tuple[int, Any], ...]]:
+def _loading(model: type[models.Model]) -> tuple[tuple[str, ...], tuple[tuple[int, Any, bool], ...]]:
     """The attribute names a row of ``model`` fills, in order, and the fields whose stored
-    value needs converting on the way in (JSON columns come as text)."""
+    value needs converting on the way in (JSON columns come as text), each with whether
+    :func:`read_json` converts it."""
     fields = model._meta.concrete_fields
-    converters = tuple((i, f) for i, f in enumerate(fields) if hasattr(f, "from_db_value"))
+    converters = tuple((i, f, _plain_json(f)) for i, f in enumerate(fields) if hasattr(f, "from_db_value"))
     return tuple(f.attname for f in fields), converters
+
+
+def read_json(text: str | bytes) -> Any:
+    """A ``jsonb`` value read as text (as Django reads one), decoded by msgspec: two to three
+    times faster than the standard library, and a run, its namespace and its events hold a
+    dozen such values. ``jsonb`` holds no NaN and no repeated key, where the two could
+    differ."""
+    return _JSON_DECODER.decode(text)
+
+
+_JSON_DECODER = msgspec.json.Decoder()
+
+
+def _plain_json(field: models.Field[Any, Any]) -> bool:
+    """Whether ``field`` is a JSON column read with no decoder of its own."""
+    return isinstance(field, models.JSONField) and field.decoder is None
 
 
 M = TypeVar("M", bound=models.Model)
@@ -375,6 +392,10 @@ def load(model: type[M], row: Sequence[Any]) -> tuple[M, Sequence[Any]]:
     values = list(row[: len(names)])
     if converters:
         db = _db()
-        for i, converted in converters:
-            values[i] = converted.from_db_value(values[i], None, db)
+        for i, converted, plain_json in converters:
+            value = values[i]
+            if plain_json and value is not None:
+                values[i] = read_json(value)
+            else:
+                values[i] = converted.from_db_value(value, None, db)
     return model.from_db(DEFAULT_DB_ALIAS, names, values), row[len(names) :]
