@@ -321,12 +321,16 @@ def remember_saved_columns(ex: WorkflowExecution) -> None:
     payload past the namespace's inline limit is stored apart and only referenced here).
     A run loaded any other way has none and is written whole.
     """
-    columns = {
-        f.attname: _copy_json(value) if f.attname in _JSON_COLUMNS else value
-        for f in EXECUTION_FIELDS
-        for value in (getattr(ex, f.attname),)
-    }
+    columns = dict(ex.__dict__)  # a copy in C: the columns are attributes of the instance
+    if not columns.keys() >= _EXECUTION_ATTNAMES:  # a deferred column: read it the slow way
+        columns = {name: getattr(ex, name) for name in _EXECUTION_ATTNAMES}
+    columns.pop(_SAVED_COLUMNS, None)
+    for name in _JSON_COLUMNS:
+        columns[name] = _copy_json(columns[name])
     setattr(ex, _SAVED_COLUMNS, columns)
+
+
+_EXECUTION_ATTNAMES = frozenset(f.attname for f in EXECUTION_FIELDS)
 
 
 _IMMUTABLE_JSON = (str, int, float, bool, type(None))
