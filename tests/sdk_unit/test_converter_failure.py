@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sdk._failure import exception_to_failure, failure_to_exception
 from sdk.common import RetryPolicy
-from sdk.converter import DataConverter, parameter_hints
+from sdk.converter import DataConverter, parameter_hints, return_hint
 from sdk.exceptions import ActivityError, ApplicationError, RetryState
 
 
@@ -40,6 +42,37 @@ def test_parameter_hints_restore_arguments() -> None:
     payloads = converter.to_payloads([Order("x", [], datetime(2026, 1, 1, tzinfo=UTC)), None])
     decoded = converter.from_payloads(payloads, parameter_hints(place))
     assert isinstance(decoded[0], Order) and decoded[1] is None
+
+
+class Placer:
+    def place(self, order: Order, note: str | None = None) -> Line: ...
+
+    async def run(self, order: Order) -> int: ...
+
+
+def test_hints_of_a_method_are_the_same_bound_or_not_and_keep_no_instance_alive() -> None:
+    placer = Placer()
+    assert parameter_hints(placer.place) == [Order, str | None]
+    assert parameter_hints(Placer.place, skip_self=True) == [Order, str | None]
+    assert parameter_hints(Placer().run) == [Order] and return_hint(Placer().run) is int
+    assert return_hint(placer.place) is Line
+    gone = weakref.ref(placer)
+    del placer
+    gc.collect()
+    assert gone() is None, "the hints' cache holds the instance a bound method was asked for"
+
+
+def test_an_unhashable_callable_is_answered_without_the_cache() -> None:
+    """A callable object's hints are looked up on the object (it has none of its own), as
+    they always were; the cache must not refuse it for being unhashable."""
+
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, order: Order) -> str: ...
+
+    assert parameter_hints(Unhashable()) == [None]
+    assert return_hint(Unhashable()) is None
 
 
 def test_application_error_round_trips_with_cause() -> None:
