@@ -181,12 +181,10 @@ def _locked(row: Sequence[Any], namespaces: dict[Any, Namespace] | None = None) 
     execution, rest = store.load(WorkflowExecution, row)
     # The namespace's columns and the lock's facts come after the run's.
     key = rest[_NAMESPACE_KEY]
-    namespace = namespaces.get(key) if namespaces is not None else None
-    if namespace is None:
-        namespace = store.load(Namespace, rest)[0]
-        if namespaces is not None:
-            namespaces[key] = namespace
-    execution.namespace = namespace
+    known = {} if namespaces is None else namespaces
+    if key not in known:
+        known[key] = store.load(Namespace, rest)[0]
+    execution.namespace = known[key]
     facts = rest[_NAMESPACE_COLUMNS:]
     setattr(execution, _LOCK_FACTS, dict(zip(_LOCK_FACT_NAMES, facts, strict=True)))
     store.remember_saved_columns(execution)
