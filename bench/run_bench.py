@@ -30,6 +30,7 @@ from urllib.parse import urlparse, urlunparse
 
 import httpx
 import psycopg
+from bench_http import KeepAliveClient, Response
 from proc_cpu import backend_pids, cpu_by_pid, cpu_used, process_tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -130,10 +131,18 @@ def prepare_database(env: dict[str, str], namespace: str = NS, timeout: float = 
 
 
 class Api:
+    """The REST calls of the benches' load generators, under one namespace's key.
+
+    POSTs (every call a phase times) go through the lean keep-alive client
+    (``bench_http``), so the load generator takes as little of the machine from the stack
+    as it can; ``client()`` is an httpx client for the occasional other call.
+    """
+
     def __init__(self, base: str, key: str):
         self.base = base.rstrip("/") + f"/api/v1/namespaces/{NS}"
         self.headers = {"Authorization": f"Bearer {key}"}
         self._local = threading.local()
+        self._lean = KeepAliveClient(self.base, self.headers)
 
     def client(self) -> httpx.Client:
         c = getattr(self._local, "c", None)
@@ -142,10 +151,10 @@ class Api:
             self._local.c = c
         return c
 
-    def post(self, path: str, body: Json) -> httpx.Response:
-        return self.client().post(self.base + path, json=body)
+    def post(self, path: str, body: Json) -> Response:
+        return self._lean.post(path, body)
 
-    def start(self, wid: str, queue: str) -> httpx.Response:
+    def start(self, wid: str, queue: str) -> Response:
         r = self.post("/workflows", {"workflow_id": wid, "workflow_type": "BenchWF", "task_queue": queue})
         if r.status_code != 201:
             raise RuntimeError(f"start {wid}: {r.status_code} {r.text[:300]}")
@@ -159,10 +168,15 @@ class Api:
             raise RuntimeError(f"poll wft: {r.status_code} {r.text[:300]}")
         return cast(Json, r.json())
 
-    def complete_wft(self, queue: str, token: str, commands: list[Json]) -> httpx.Response:
-        r = self.post(
-            f"/task-queues/{queue}/workflow-tasks/complete", {"task_token": token, "commands": commands}
-        )
+    def complete_wft(
+        self, queue: str, token: str, commands: list[Json], *, return_new: bool = False
+    ) -> Response:
+        """Complete a workflow task; with ``return_new``, ask for the run's next task in the
+        answer, as Temporal's workers do (``return_new_workflow_task``)."""
+        body: Json = {"task_token": token, "commands": commands}
+        if return_new:
+            body["return_new_workflow_task"] = True
+        r = self.post(f"/task-queues/{queue}/workflow-tasks/complete", body)
         if r.status_code >= 300:
             raise RuntimeError(f"complete wft: {r.status_code} {r.text[:300]}")
         return r
@@ -175,7 +189,7 @@ class Api:
             raise RuntimeError(f"poll act: {r.status_code} {r.text[:300]}")
         return cast(Json, r.json())
 
-    def complete_act(self, queue: str, token: str) -> httpx.Response:
+    def complete_act(self, queue: str, token: str) -> Response:
         r = self.post(f"/task-queues/{queue}/activity-tasks/complete", {"task_token": token, "result": "ok"})
         if r.status_code >= 300:
             raise RuntimeError(f"complete act: {r.status_code} {r.text[:300]}")
@@ -366,25 +380,38 @@ def phase_timers(
             return len(s) >= per_wf
 
     def worker() -> None:
+        task: Json | None = None
         while not stop.is_set():
-            try:
-                task = api.poll_wft(queue, timeout=2)
-            except Exception as exc:  # keep polling; report at the end
-                errors.append(str(exc)[:200])
-                time.sleep(0.1)
-                continue
+            if task is None:
+                try:
+                    task = api.poll_wft(queue, timeout=2)
+                except Exception as exc:  # keep polling; report at the end
+                    errors.append(str(exc)[:200])
+                    time.sleep(0.1)
+                    continue
             recv = time.time()
             if task is None:
                 continue
-            wid = task["workflow_execution"]["workflow_id"]
-            events = task["history"]["events"]
-            if not any(e["event_type"] == "TimerStarted" for e in events):
-                start_timers(wid, task["task_token"])
-                continue
-            done = record(wid, events, recv)
-            api.complete_wft(queue, task["task_token"], [complete_cmd()] if done else [])
-            with lock:
-                tasks_after_due[0] += 1
+            task = handle(task, recv)
+
+    def handle(task: Json, recv: float) -> Json | None:
+        """Answer one task; the run's next one when the answer hands it back (timers that
+        fired while this one was out), as a worker's completion asks for it."""
+        wid = task["workflow_execution"]["workflow_id"]
+        events = task["history"]["events"]
+        if not any(e["event_type"] == "TimerStarted" for e in events):
+            start_timers(wid, task["task_token"])
+            return None
+        done = record(wid, events, recv)
+        commands = [complete_cmd()] if done else []
+        answer = api.complete_wft(queue, task["task_token"], commands, return_new=True)
+        with lock:
+            tasks_after_due[0] += 1
+        following: Json | None = answer.json().get("workflow_task")
+        if following is not None:
+            # The next task carries the run's whole history, as a poll's does.
+            return following
+        return None
 
     # Due time fixed up front so every command computes its delay against it.
     T["due"] = time.time() + lead_s + 2.0  # + time to start and hand out first tasks
@@ -738,6 +765,8 @@ def main() -> int:
         if stack is not None:
             stack.stop()
         try:
+            if os.environ.get("BENCH_KEEP_DATABASES") == "1":  # to read the histories back
+                raise RuntimeError("kept: BENCH_KEEP_DATABASES=1")
             with psycopg.connect(admin_url, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
             log(f"dropped database {dbname}")
