@@ -26,7 +26,7 @@ from history.kernel.locks import shard_for
 from history.kernel.payloads import check_payload
 from history.kernel.responses import build_workflow_task_response
 from history.kernel.retry import effective_run_timeout, normalize_retry_policy
-from history.kernel.versioning import current_build_id
+from history.kernel.versioning import CURRENT_BUILD_SQL, UNVERSIONED, current_build_id
 from history.models import (
     ExecutionStatus,
     PendingChildExecution,
@@ -127,7 +127,8 @@ def create_run(
     """Build the new run and its first events (not saved).
 
     The run is pinned to ``inherited_build_id`` when given (a retry or continue-as-new
-    on the same queue stays on its build), otherwise to the queue's current build. It
+    on the same queue stays on its build; a start passes the queue's current build, read
+    with its lock), otherwise to the queue's current build. It
     starts at ``now`` when given (the shard owner's database time), else by this process's clock.
     """
     now = now or clock.now()
@@ -360,23 +361,32 @@ def start_workflow_execution_txn(
         return _start_txn(namespace, req, reuse, conflict, None, at=now)
 
 
-def _lock_latest_run(namespace: Namespace, workflow_id: str) -> WorkflowExecution | None:
-    """The id's latest run, locked ``FOR UPDATE``; one fixed statement (every start asks)."""
+def _lock_latest_run(
+    namespace: Namespace, workflow_id: str, task_queue: str
+) -> tuple[WorkflowExecution | None, str]:
+    """The id's latest run, locked ``FOR UPDATE``, and the build a new run on ``task_queue``
+    is pinned to (``versioning.current_build_id``): one fixed statement, as every start
+    asks both (they were two statements and two round trips)."""
+    params = [namespace.pk, task_queue, namespace.pk, workflow_id, shard_for(namespace.pk, workflow_id)]
     with store.bound_cursor() as cursor:
-        cursor.execute(_LATEST_RUN_SQL, [namespace.pk, workflow_id, shard_for(namespace.pk, workflow_id)])
+        cursor.execute(_LATEST_RUN_SQL, params)
         row = cursor.fetchone()
-    if row is None:
-        return None
+    assert row is not None  # the statement always answers one row
+    build_id = row[-1] if row[-1] is not None else UNVERSIONED
+    if row[0] is None:  # no run of this id: the run's columns are NULL
+        return None, build_id
     run, _ = store.load(WorkflowExecution, row)
     run.namespace = namespace
     store.remember_saved_columns(run)
-    return run
+    return run, build_id
 
 
 _LATEST_RUN_SQL = (
-    f"SELECT {store.select_list(WorkflowExecution, 'e')} FROM {WorkflowExecution._meta.db_table} e "
-    "WHERE e.namespace_id = %s AND e.workflow_id = %s AND e.shard_id = %s "
-    "ORDER BY e.start_time DESC LIMIT 1 FOR UPDATE"
+    f"SELECT {store.select_list(WorkflowExecution, 'e')}, b.build_id "
+    f"FROM (SELECT ({CURRENT_BUILD_SQL}) AS build_id) b LEFT JOIN LATERAL ("
+    f"SELECT * FROM {WorkflowExecution._meta.db_table} r "
+    "WHERE r.namespace_id = %s AND r.workflow_id = %s AND r.shard_id = %s "
+    "ORDER BY r.start_time DESC LIMIT 1 FOR UPDATE) e ON true"
 )
 
 
@@ -391,7 +401,7 @@ def _start_txn(
 ) -> StartResult:
     """``at``: the time the start stamps (None: this process's clock), or how to read it once
     the id's latest run is locked (:func:`_database_now`: after any event of that run)."""
-    current = _lock_latest_run(namespace, req.workflow_id)
+    current, queue_build_id = _lock_latest_run(namespace, req.workflow_id, req.task_queue)
     if current is not None and req.request_id and current.create_request_id == req.request_id:
         return StartResult(str(current.run_id), started=True, created=False)
     now = at() if callable(at) else at
@@ -412,7 +422,7 @@ def _start_txn(
                 f"the running run started less than {min_interval:g} s ago",
                 retry_after=max(1, int(min_interval)),
             )
-        new = create_run(namespace, req, signal=signal, now=now)
+        new = create_run(namespace, req, signal=signal, now=now, inherited_build_id=queue_build_id)
         old = ExecutionMutation(current, namespace)
         old.now = now or old.now
         terminate_txn(
@@ -430,7 +440,7 @@ def _start_txn(
             f"workflow id {req.workflow_id!r} was used before and the reuse policy {reuse} refuses it",
             details={"run_id": str(current.run_id), "start_request_id": current.create_request_id},
         )
-    mutation = create_run(namespace, req, signal=signal, now=now)
+    mutation = create_run(namespace, req, signal=signal, now=now, inherited_build_id=queue_build_id)
     eager = None
     # A pinned run's first task belongs to its build's pollers; the caller's build is unknown.
     inline = req.request_eager_execution or bool(req.first_task_to)

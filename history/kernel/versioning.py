@@ -17,8 +17,9 @@ from namespaces.models import Namespace, TaskQueueBuildId
 
 MAX_BUILD_ID_LENGTH = 255
 UNVERSIONED = ""
-# ``TaskQueueBuildId.current_for`` as one fixed statement: every start reads it.
-_CURRENT_BUILD_SQL = (
+# ``TaskQueueBuildId.current_for`` as one fixed statement (namespace, task queue): every
+# start reads it, inside the statement that locks the workflow id's latest run.
+CURRENT_BUILD_SQL = (
     f"SELECT build_id FROM {TaskQueueBuildId._meta.db_table} "
     "WHERE namespace_id = %s AND task_queue = %s ORDER BY id DESC LIMIT 1"
 )
@@ -27,7 +28,7 @@ _CURRENT_BUILD_SQL = (
 def current_build_id(namespace: Namespace, task_queue: str) -> str:
     """The build a new run on ``task_queue`` is pinned to (``UNVERSIONED`` if none is set)."""
     with store.bound_cursor() as cursor:
-        cursor.execute(_CURRENT_BUILD_SQL, [namespace.pk, task_queue])
+        cursor.execute(CURRENT_BUILD_SQL, [namespace.pk, task_queue])
         row = cursor.fetchone()
     return str(row[0]) if row else UNVERSIONED
 

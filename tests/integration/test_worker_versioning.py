@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from history import kernel
 from history.kernel.versioning import WorkerVersionStamp
@@ -140,3 +142,27 @@ def test_the_build_aware_claim_filters_by_build_inside_the_dispatch_index() -> N
     scans = [n for n in nodes if n.get("Index Name") == "task_dispatch_build"]
     assert scans, nodes
     assert "build_id" in scans[0]["Index Cond"]
+
+
+def test_a_start_reads_its_queues_build_in_the_statement_that_locks_the_id() -> None:
+    """One statement locks the id's latest run and reads the queue's current build, and a
+    run that replaces a closed one is pinned to the build current at its start."""
+    namespace = NamespaceFactory()
+    _set_current(namespace, "orders", "A")
+    first = ExecutionFactory(namespace=namespace, task_queue="orders", workflow_id="order-1")
+    kernel.terminate_workflow_execution(namespace, workflow_id="order-1", run_id=None, reason="done")
+    _set_current(namespace, "orders", "B")
+    request = kernel.StartRequest(workflow_id="order-1", workflow_type="T", task_queue="orders")
+    issued: list[str] = []
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        issued.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        second = kernel.start_workflow_execution(namespace, request)
+    builds = [sql for sql in issued if "namespaces_taskqueuebuildid" in sql]
+    assert len(builds) == 1 and "FOR UPDATE" in builds[0], issued
+    runs = WorkflowExecution.objects.filter(namespace=namespace, workflow_id="order-1")
+    pinned = dict(runs.values_list("run_id", "assigned_build_id"))
+    assert pinned == {first.run_id: "A", uuid.UUID(second.run_id): "B"}
