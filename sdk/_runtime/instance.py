@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import random
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -141,6 +142,22 @@ class WorkflowInstance(Intercepted, Updates, Handlers, ChildWorkflows, Activitie
 
     def activate(self, events: list[dict[str, Any]]) -> Activation:
         """Apply new events, running code at each workflow task they record; see the contract."""
+        try:
+            return self._activate(events)
+        except BaseException:
+            self._close_unstarted_main()
+            raise
+
+    def _close_unstarted_main(self) -> None:
+        """Close the run method's coroutine if the failed activation created it but never
+        ran it (a signal handler of the first task raised first): the worker drops this
+        instance, and the collector would warn of a coroutine never awaited."""
+        if self._main is not None and not self._main.done():
+            coroutine = self._main.get_coro()
+            if inspect.iscoroutine(coroutine) and inspect.getcoroutinestate(coroutine) == "CORO_CREATED":
+                coroutine.close()
+
+    def _activate(self, events: list[dict[str, Any]]) -> Activation:
         self._local_requests = []
         if self._unmatched and events and events[0]["event_type"] != "WorkflowTaskCompleted":
             raise StaleInstanceError(
