@@ -20,10 +20,9 @@ import contextlib
 import contextvars
 import logging
 import re
-import weakref
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, TypeVar
 
@@ -93,67 +92,6 @@ def one_trip(respond: Callable[[Call], Reply]) -> Handler:
         return await trips.run(on_thread, call)
 
     return handle
-
-
-class Together:
-    """A handler whose calls, arriving while a batch of them is on its way to the pool, go
-    together in the next trip: ``answer_all`` answers a batch in order (a group commit that
-    waits for nothing: a call that finds no batch on its way goes at once, alone).
-
-    Per event loop there is at most one batch on its way; the calls that came meanwhile,
-    up to ``most``, are the next. A batch that fails as a whole (the database out of reach)
-    fails each of its calls with that error, answered as each would have been.
-    """
-
-    def __init__(self, answer_all: Callable[[list[Call]], list[Reply]], most: int = 64) -> None:
-        self.answer_all = answer_all
-        self.most = most
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiting] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    async def __call__(self, call: Call, trips: Trips) -> Reply:
-        loop = asyncio.get_running_loop()
-        waiting_calls = self._queues.get(loop)
-        if waiting_calls is None:
-            waiting_calls = self._queues[loop] = _Waiting()
-        answered: asyncio.Future[Reply] = loop.create_future()
-        waiting_calls.calls.append((call, answered))
-        if waiting_calls.sender is None:
-            waiting_calls.sender = loop.create_task(self._send(waiting_calls, trips))
-        return await answered
-
-    async def _send(self, waiting_calls: _Waiting, trips: Trips) -> None:
-        """Send batch after batch until no call is waiting."""
-        batch: list[tuple[Call, asyncio.Future[Reply]]] = []
-        try:
-            while waiting_calls.calls:
-                batch = waiting_calls.calls[: self.most]
-                del waiting_calls.calls[: self.most]
-                try:
-                    replies = await trips.run(self.answer_all, [call for call, _ in batch])
-                except Exception as error:
-                    for _, answered in batch:
-                        if not answered.done():
-                            answered.set_exception(error)
-                    continue
-                for (_, answered), reply in zip(batch, replies, strict=True):
-                    if not answered.done():
-                        answered.set_result(reply)
-        finally:
-            waiting_calls.sender = None
-            for _, answered in [*batch, *waiting_calls.calls]:
-                if not answered.done():
-                    answered.cancel()  # only when the loop is closing: nobody will send them
-            waiting_calls.calls.clear()
-
-
-@dataclass
-class _Waiting:
-    """One event loop's calls waiting for the next batch, and whether one is on its way."""
-
-    calls: list[tuple[Call, asyncio.Future[Reply]]] = field(default_factory=list)
-    sender: asyncio.Task[None] | None = None
 
 
 async def serve(

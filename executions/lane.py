@@ -27,8 +27,8 @@ from typing import Any
 from chronicle.conf import engine_settings
 from chronicle.db import listen_conninfo
 from chronicle.errors import ChronicleError, ErrorCode, invalid
-from chronicle.lane import EMPTY, Call, Reply, decode_body, encode, error_reply, require_method
-from chronicle.lane_asgi import Handler, Route, Together, Trips, waiting
+from chronicle.lane import EMPTY, Call, Reply, decode_body, encode, require_method
+from chronicle.lane_asgi import Handler, Route, Trips, one_trip, waiting
 from executions import selectors
 from executions.lane_bodies import (
     HistoryParams,
@@ -148,25 +148,13 @@ async def signal_with_start(call: Call, trips: Trips) -> Reply:
     return await _started_answer(await trips.run(_signal_with_start, call), trips)
 
 
-def signals(calls: list[Call]) -> list[Reply]:
-    """Signals that reached this process together (``Together``): each call's key, role,
-    rate and body checked as alone, then the kernel writes them in one transaction
-    (``kernel.signal_workflow_executions``) and answers each as it would have alone."""
-    sent: list[kernel.SignalCall | Reply] = []
-    for call in calls:
-        try:
-            _, ns = _gate(call, "POST")
-            body = decode_body(call.body, SignalRequest)
-            run_id = call.params.get("run_id")
-            sent.append(kernel.SignalCall(ns, call.params["workflow_id"], run_id, **body.fields()))
-        except ChronicleError as refusal:
-            sent.append(error_reply(refusal))
-    outcomes = iter(kernel.signal_workflow_executions([s for s in sent if isinstance(s, kernel.SignalCall)]))
-    return [s if isinstance(s, Reply) else _signal_answer(next(outcomes)) for s in sent]
-
-
-def _signal_answer(refusal: ChronicleError | None) -> Reply:
-    return error_reply(refusal) if refusal is not None else Reply(200, EMPTY)
+def signal(call: Call) -> Reply:
+    _, ns = _gate(call, "POST")
+    body = decode_body(call.body, SignalRequest)
+    kernel.signal_workflow_execution(
+        ns, workflow_id=call.params["workflow_id"], run_id=call.params.get("run_id"), **body.fields()
+    )
+    return Reply(200, EMPTY)
 
 
 @dataclass
@@ -351,7 +339,7 @@ def _always(handler: Handler) -> Callable[[re.Match[str]], Handler]:
     return lambda match: handler
 
 
-_RUN_CALLS: dict[str, Handler] = {"signal": Together(signals), "history": waiting(history)}
+_RUN_CALLS: dict[str, Handler] = {"signal": one_trip(signal), "history": waiting(history)}
 ROUTES = [
     # POST only: the list (GET) of the same URL stays a DRF view.
     # A start may wait for its run's close (``wait_for_close``): given up if its caller goes.

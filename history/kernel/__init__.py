@@ -53,7 +53,6 @@ from history.kernel.schedules import (
     trigger_schedule,
     update_schedule,
 )
-from history.kernel.signal_batches import SignalCall, signal_workflow_executions
 from history.kernel.start import StartRequest, StartResult, start_workflow_execution
 from history.kernel.sticky import reset_sticky_task_queue
 from history.kernel.timers import ShardFence, ShardFenceLost, due_timer_rows, fire_timers
@@ -80,7 +79,6 @@ __all__ = [
     "ScheduleDefinition",
     "ShardFence",
     "ShardFenceLost",
-    "SignalCall",
     "StartRequest",
     "StartResult",
     "TaskScope",
@@ -114,7 +112,6 @@ __all__ = [
     "respond_workflow_task_failed",
     "respond_workflow_tasks_completed",
     "signal_workflow_execution",
-    "signal_workflow_executions",
     "start_workflow_execution",
     "terminate_workflow_execution",
     "trigger_schedule",

@@ -98,20 +98,16 @@ def apply_signal(
     identity: str,
     external: dict[str, Any] | None = None,
 ) -> None:
-    """Append the signal to the locked run (a repeated ``request_id`` is a no-op). A refusal
-    (the run's signal limit) is raised before anything is written, so a caller writing
-    several runs' signals together may refuse one and keep the others."""
     ex = mutation.execution
-    seen = SignalRequest.objects.filter(run=ex, shard_id=ex.shard_id, request_id=request_id)
-    if request_id and seen.exists():
-        return
+    if request_id:
+        if SignalRequest.objects.filter(run=ex, shard_id=ex.shard_id, request_id=request_id).exists():
+            return
+        SignalRequest.objects.create(run=ex, shard_id=ex.shard_id, request_id=request_id)
     if ex.signal_count >= mutation.namespace.max_signals_per_execution:
         raise ChronicleError(
             ErrorCode.LIMIT_EXCEEDED,
             f"run has reached {mutation.namespace.max_signals_per_execution} signals",
         )
-    if request_id:
-        SignalRequest.objects.create(run=ex, shard_id=ex.shard_id, request_id=request_id)
     ex.signal_count += 1
     mutation.add_outside_event(
         EventType.WORKFLOW_EXECUTION_SIGNALED,
@@ -126,13 +122,6 @@ def apply_signal(
     )
 
 
-def check_signal(namespace: Namespace, signal_name: str, signal_input: list[Any]) -> None:
-    """A signal's own checks, before any run is locked: its name, and its input's size."""
-    if not signal_name or len(signal_name) > 1000:
-        raise invalid("signal_name must be 1 to 1000 characters")
-    check_payload(namespace, signal_input, "signal input")
-
-
 def signal_workflow_execution(
     namespace: Namespace,
     *,
@@ -145,7 +134,9 @@ def signal_workflow_execution(
     external: dict[str, Any] | None = None,
 ) -> None:
     """Signal a running run; ``external`` names the sending workflow when one sent it."""
-    check_signal(namespace, signal_name, input)
+    if not signal_name or len(signal_name) > 1000:
+        raise invalid("signal_name must be 1 to 1000 characters")
+    check_payload(namespace, input, "signal input")
 
     def change(mutation: ExecutionMutation) -> None:
         apply_signal(mutation, signal_name, input, request_id, identity=identity, external=external)

@@ -158,35 +158,3 @@ def test_sigkilled_daemon_shards_are_taken_over(
 def _owner_of(django_db_blocker: Any, shard_id: int) -> str:
     with django_db_blocker.unblock():
         return Shard.objects.get(shard_id=shard_id).owner
-
-
-def test_concurrent_signals_to_many_runs_are_each_answered_as_alone(
-    stack: Stack, api: Api, queue: str
-) -> None:
-    """Signals that reach a frontend together are written together: each still lands on its
-    own run, in order, and a signal to a closed or unknown workflow gets its own 404."""
-    wids = [_wid() for _ in range(5)]
-    for wid in wids:
-        api.start(wid, queue)
-    closed = wids[-1]
-    assert api.post(f"/workflows/{closed}/terminate", {"reason": "done"}).status_code == 200
-    targets = [wids[i % len(wids)] for i in range(20)] + ["no-such-workflow"] * 2
-    tenant = _tenant_of(api, stack)
-    clients = [Api(stack, tenant) for _ in targets]
-    results = _parallel(
-        [
-            lambda c=c, i=i, wid=wid: c.post(f"/workflows/{wid}/signal", {"signal_name": "s", "input": [i]})
-            for i, (c, wid) in enumerate(zip(clients, targets, strict=True))
-        ]
-    )
-
-    for wid, result in zip(targets, results, strict=True):
-        expected = 404 if wid in (closed, "no-such-workflow") else 200
-        assert result.status_code == expected, (wid, result.text)
-    for wid in wids[:-1]:
-        events = api.events(wid)
-        signaled = [e for e in events if e["event_type"] == "WorkflowExecutionSignaled"]
-        inputs = sorted(e["attributes"]["input"][0] for e in signaled)
-        assert inputs == [i for i, target in enumerate(targets) if target == wid]
-        assert [e["event_id"] for e in events] == list(range(1, len(events) + 1))
-    assert "WorkflowExecutionSignaled" not in api.event_types(closed)
