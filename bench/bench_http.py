@@ -61,11 +61,11 @@ class KeepAliveClient:
     def post(self, path: str, body: Any) -> Response:
         """POST ``body`` as JSON to the base URL's path plus ``path``; the whole answer."""
         payload = json.dumps(body).encode()
-        fresh = self._connection()
+        conn, made_now = self._connection()
         try:
-            return self._send(fresh[0], path, payload)
+            return self._send(conn, path, payload)
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            if fresh[1]:
+            if made_now:
                 raise  # a new connection failed: not a kept one the server had closed
             self._drop()
             return self._send(self._connection()[0], path, payload)

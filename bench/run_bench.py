@@ -200,6 +200,16 @@ def complete_cmd() -> Json:
     return {"command_type": "CompleteWorkflowExecution", "attributes": {"result": "done"}}
 
 
+def drop_database(admin_url: str, dbname: str) -> None:
+    """Drop the bench's scratch database; a failure is logged, not raised."""
+    try:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        log(f"dropped database {dbname}")
+    except Exception as exc:
+        log(f"could not drop {dbname}: {exc}")
+
+
 def count_events(dburl: str, event_type: str | None = None) -> int:
     """Rows in history_historyevent, all of them or those of one event type."""
     where, params = ("WHERE event_type = %s", [event_type]) if event_type else ("", [])
@@ -407,11 +417,8 @@ def phase_timers(
         answer = api.complete_wft(queue, task["task_token"], commands, return_new=True)
         with lock:
             tasks_after_due[0] += 1
-        following: Json | None = answer.json().get("workflow_task")
-        if following is not None:
-            # The next task carries the run's whole history, as a poll's does.
-            return following
-        return None
+        following: Json | None = answer.json().get("workflow_task")  # whole history, as a poll's
+        return following
 
     # Due time fixed up front so every command computes its delay against it.
     T["due"] = time.time() + lead_s + 2.0  # + time to start and hand out first tasks
@@ -764,14 +771,10 @@ def main() -> int:
     finally:
         if stack is not None:
             stack.stop()
-        try:
-            if os.environ.get("BENCH_KEEP_DATABASES") == "1":  # to read the histories back
-                raise RuntimeError("kept: BENCH_KEEP_DATABASES=1")
-            with psycopg.connect(admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-            log(f"dropped database {dbname}")
-        except Exception as exc:
-            log(f"could not drop {dbname}: {exc}")
+        if os.environ.get("BENCH_KEEP_DATABASES") == "1":  # to read the histories back
+            log(f"kept database {dbname} (BENCH_KEEP_DATABASES=1)")
+        else:
+            drop_database(admin_url, dbname)
     results["total_seconds"] = time.perf_counter() - t_run
     results["load_average_after"] = os.getloadavg()
     for k in ("starts", "wft", "activity", "timers", "signals", "fan_out", "pgbench"):
