@@ -9,7 +9,12 @@ from __future__ import annotations
 import os
 
 # Worker processes; each runs an asyncio loop that serves many long-polls at once.
-workers = int(os.environ.get("CHRONICLE_WEB_CONCURRENCY", "2"))
+# Default: one per two cores (at least one). PostgreSQL on the same host spends about two
+# thirds of the frontends' CPU again, and every worker process more parses each task
+# notification and races the others for each woken task; on a host of its own, with the
+# database elsewhere, set it to the number of cores.
+_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+workers = int(os.environ.get("CHRONICLE_WEB_CONCURRENCY", "0")) or max(1, _cores // 2)
 worker_class = "uvicorn_worker.UvicornWorker"
 
 # Long-polls (task queue polls, history waits) last up to 60 s, so the worker
