@@ -40,7 +40,10 @@ from django.utils import timezone  # noqa: E402
 
 from chronicle.db import DatabaseOutage, listen_conninfo  # noqa: E402
 from history.kernel import ExecutionMutation  # noqa: E402
-from history.kernel.completions import respond_workflow_task_completed  # noqa: E402
+from history.kernel.completions import (  # noqa: E402
+    respond_workflow_task_completed,
+    respond_workflow_tasks_completed,
+)
 from history.kernel.locks import lock_run  # noqa: E402
 from history.kernel.start import StartRequest, start_workflow_execution  # noqa: E402
 from history.kernel.tokens import TaskScope  # noqa: E402
@@ -71,19 +74,26 @@ def create_due_timers(n_runs: int, per_run: int, spread_from: datetime | None = 
     return namespace.name
 
 
-def dispatch_all(namespace_name: str, max_tasks: int) -> None:
+CLOSE = {"command_type": "CompleteWorkflowExecution", "attributes": {"result": "done"}}
+
+
+def dispatch_all(namespace_name: str, max_tasks: int, close: bool = False, profile: bool = False) -> None:
     """Poll and complete, in process, every workflow task the firing made; print the cost of one.
 
     This is the frontend's share of a timer's workflow task without HTTP, the event loop
-    or thread hand-offs: what is left of run_bench's CPU per timer task is those.
+    or thread hand-offs: what is left of run_bench's CPU per timer task is those. With
+    ``close``, each task closes its run and a burst's completions go in one report batch,
+    as the SDK's worker sends them when a sleep storm wakes its runs.
     """
     namespace = Namespace.objects.get(name=namespace_name)
+    scope = TaskScope(namespace.id, "q-prof")
     statements = [0]
 
     def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         statements[0] += 1
         return execute(sql, params, many, context)
 
+    profiler = cProfile.Profile() if profile else None
     tasks, poll_cpu, complete_cpu = 0, 0.0, 0.0
     with connection.execute_wrapper(count):
         while True:
@@ -92,13 +102,21 @@ def dispatch_all(namespace_name: str, max_tasks: int) -> None:
             cpu1 = time.process_time()
             if not burst:
                 break
-            for task in burst:
-                respond_workflow_task_completed(
-                    scope=TaskScope(namespace.id, "q-prof"),
-                    task_token=task["task_token"],
-                    commands=[],
-                    identity="profile",
-                )
+            if profiler:
+                profiler.enable()
+            if close:
+                calls = [
+                    {"scope": scope, "task_token": task["task_token"], "commands": [CLOSE], "identity": "p"}
+                    for task in burst
+                ]
+                respond_workflow_tasks_completed(calls)
+            else:
+                for task in burst:
+                    respond_workflow_task_completed(
+                        scope=scope, task_token=task["task_token"], commands=[], identity="profile"
+                    )
+            if profiler:
+                profiler.disable()
             complete_cpu += time.process_time() - cpu1
             poll_cpu += cpu1 - cpu0
             tasks += len(burst)
@@ -107,6 +125,8 @@ def dispatch_all(namespace_name: str, max_tasks: int) -> None:
         f"dispatch: {tasks} workflow tasks; per task {poll_cpu * per:.2f} ms CPU to poll, "
         f"{complete_cpu * per:.2f} ms to complete, {statements[0] / max(1, tasks):.1f} statements"
     )
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
 
 
 def stream(owner: ShardOwner, runs: int, per_run: int) -> None:
@@ -199,6 +219,10 @@ def main() -> None:
     parser.add_argument("--dispatch", action="store_true", help="then poll and complete the tasks")
     parser.add_argument("--max-tasks", type=int, default=1, help="tasks per poll when dispatching (up to 32)")
     parser.add_argument("--stream", action="store_true", help="timers due 1 ms apart, the daemon's loop")
+    parser.add_argument(
+        "--close", action="store_true", help="dispatching: each task closes its run, a burst reported at once"
+    )
+    parser.add_argument("--profile-dispatch", action="store_true", help="cProfile the completions")
     args = parser.parse_args()
     TimerTask.objects.all().delete()
     owner = ShardOwner("profile")
@@ -228,7 +252,8 @@ def main() -> None:
             f"{cost.statements / max(1, fired):.3f} statements"
         )
         if args.dispatch:
-            dispatch_all(namespace_name, args.max_tasks)
+            last = round_number == args.rounds
+            dispatch_all(namespace_name, args.max_tasks, args.close, args.profile_dispatch and last)
     owner.shutdown()
 
 
