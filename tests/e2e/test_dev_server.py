@@ -218,7 +218,8 @@ def test_ctrl_c_stops_every_process_and_the_embedded_postgres(dev_server: DevSer
     postmaster = postmaster_pid(dev_server.state_dir / "pgdata")
     children = descendants(dev_server.process.pid)
     assert postmaster is not None and running(postmaster)
-    assert len(children) >= 6, children  # frontend + 2 workers, shard owner, batch runner, demo worker
+    # gunicorn and at least one worker process, shard owner, batch runner, demo worker
+    assert len(children) >= 5, children
 
     dev_server.process.send_signal(signal.SIGINT)
     assert dev_server.process.wait(timeout=60) == 0, dev_server.output
