@@ -4,7 +4,7 @@
 Usage: python bench/soak.py [--database-url URL] [--minutes 10] [--starts-per-s 100]
        [--signals-per-start 2] [--sleep-s 2] [--fault-every 60] [--seed 7]
 
-A scratch database, the stack of ``make run`` (frontend with two workers, shard owner,
+A scratch database, the stack of ``make run`` (frontend, one worker per two cores; shard owner,
 batch runner) and one SDK worker process (bench/soak_workflow.py). This process starts
 ``Soak`` workflows open-loop at the asked rate; each sleeps until two seconds after its
 start and is sent ``--signals-per-start`` token signals and a ``done`` signal right away.
