@@ -74,6 +74,7 @@ def create_due_timers(n_runs: int, per_run: int, spread_from: datetime | None = 
     return namespace.name
 
 
+IDENTITY = "profile"
 CLOSE = {"command_type": "CompleteWorkflowExecution", "attributes": {"result": "done"}}
 
 
@@ -106,14 +107,14 @@ def dispatch_all(namespace_name: str, max_tasks: int, close: bool = False, profi
                 profiler.enable()
             if close:
                 calls = [
-                    {"scope": scope, "task_token": task["task_token"], "commands": [CLOSE], "identity": "p"}
-                    for task in burst
+                    {"scope": scope, "task_token": t["task_token"], "commands": [CLOSE], "identity": IDENTITY}
+                    for t in burst
                 ]
                 respond_workflow_tasks_completed(calls)
             else:
                 for task in burst:
                     respond_workflow_task_completed(
-                        scope=scope, task_token=task["task_token"], commands=[], identity="profile"
+                        scope=scope, task_token=task["task_token"], commands=[], identity=IDENTITY
                     )
             if profiler:
                 profiler.disable()
